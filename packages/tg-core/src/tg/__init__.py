@@ -1,0 +1,8 @@
+"""tg: a small deep-learning framework. Lazy tensors with autograd, fused kernels, pluggable devices."""
+from tg.device import Device
+from tg.dtype import dtypes
+from tg.helpers import Context, GlobalCounters, getenv
+from tg.tensor import Tensor
+
+__version__ = "0.1.0"
+__all__ = ["Tensor", "Device", "dtypes", "Context", "GlobalCounters", "getenv"]

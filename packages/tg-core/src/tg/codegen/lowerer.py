@@ -1,0 +1,118 @@
+"""The lowerer: a kernel AST (LazyOps over ShapeTrackers) -> a UOp graph rooted at a SINK.
+
+Each axis of the kernel's full shape becomes an index: a hardware thread id (SPECIAL) or a loop
+(RANGE) for output axes, depending on what the renderer declares, and a loop for reduced axes.
+Each LOAD/CONST turns its ShapeTracker into an index and a validity expression over those indices.
+"""
+from __future__ import annotations
+
+from tg.codegen.uops import UOp, UOps
+from tg.dtype import DType, dtypes
+from tg.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
+from tg.renderer import Renderer
+from tg.shape.shapetracker import ShapeTracker
+
+
+def full_shape(ast: LazyOp) -> tuple[int, ...]:
+  """The iteration space: the shape every load is indexed in (the reduce input's shape, if any)."""
+  for op in ast.lazyops():
+    if op.op in (BufferOps.LOAD, BufferOps.CONST):
+      return op.arg.st.shape  # type: ignore[no-any-return]
+  return ast.arg.st.shape  # type: ignore[no-any-return]
+
+
+def _bf16_to_float(bits16: UOp) -> UOp:
+  return UOp(UOps.BITCAST, dtypes.float32, (bits16.cast(dtypes.uint32).alu(BinaryOps.SHL, UOp.const(dtypes.uint32, 16)),))
+
+
+def _float_to_bf16_bits(x: UOp) -> UOp:
+  """Round a float32 to the nearest bfloat16 (ties to even) and return its 16 bits as uint32."""
+  bits = UOp(UOps.BITCAST, dtypes.uint32, (x,))
+  lsb = bits.alu(BinaryOps.SHR, UOp.const(dtypes.uint32, 16)).alu(BinaryOps.AND, UOp.const(dtypes.uint32, 1))
+  return (bits + 0x7FFF + lsb).alu(BinaryOps.SHR, UOp.const(dtypes.uint32, 16))
+
+
+class Lowerer:
+  def __init__(self, ast: LazyOp, renderer: Renderer) -> None:
+    self.ast, self.renderer = ast, renderer
+    self.emulate_bf16 = dtypes.bfloat16 in renderer.unsupported_dtypes
+    self.reduceop = next((op for op in ast.lazyops() if op.op in ReduceOps), None)
+    self.full_shape = full_shape(ast)
+    reduce_axes = set(self.reduceop.arg) if self.reduceop is not None else set()
+    self.global_dims = [i for i in range(len(self.full_shape)) if i not in reduce_axes]
+    self.buffers: dict[int, UOp] = {}
+
+  def vdt(self, dt: DType) -> DType:
+    """The dtype a value of `dt` is computed in."""
+    return dtypes.float32 if self.emulate_bf16 and dt == dtypes.bfloat16 else dt
+
+  def buffer(self, mb: MemBuffer) -> UOp:
+    if mb.idx not in self.buffers:
+      dt = dtypes.uint16 if self.emulate_bf16 and mb.dtype == dtypes.bfloat16 else mb.dtype
+      self.buffers[mb.idx] = UOp(UOps.DEFINE_GLOBAL, dt.ptr(), (), mb.idx)
+    return self.buffers[mb.idx]
+
+  def lower(self) -> UOp:
+    i32 = dtypes.int32
+    self.global_idxs: dict[int, UOp] = {}
+    for n, i in enumerate(self.global_dims):
+      size = self.full_shape[i]
+      if self.renderer.global_ids:
+        self.global_idxs[i] = UOp(UOps.SPECIAL, i32, (), (f"gidx{n}", n, size))
+      else:
+        self.global_idxs[i] = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), UOp.const(i32, size)), (n, False))
+    self.reduce_idxs: dict[int, UOp] = {}
+    if self.reduceop is not None:
+      for n, i in enumerate(sorted(self.reduceop.arg)):
+        self.reduce_idxs[i] = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), UOp.const(i32, self.full_shape[i])), (len(self.global_dims) + n, True))
+    full_idxs = [self.global_idxs.get(i, self.reduce_idxs.get(i)) for i in range(len(self.full_shape))]
+    out_idxs = [self.global_idxs.get(i, UOp.const(i32, 0)) for i in range(len(self.full_shape))]
+    self.idxs = {"full": full_idxs, "out": out_idxs}
+    store = self.ast
+    val = self._lower(store.src[0], "full" if self.reduceop is None else "out")
+    st: ShapeTracker = store.arg.st
+    if st.shape != self.full_shape:
+      st = st.reshape(tuple(1 if i in self.reduce_idxs else s for i, s in enumerate(self.full_shape)))
+    idx, _ = st.to_indexed_uops(out_idxs)
+    out_dtype = store.arg.dtype
+    if self.emulate_bf16 and out_dtype == dtypes.bfloat16:
+      val = _float_to_bf16_bits(val).cast(dtypes.uint16)
+    return UOp(UOps.SINK, None, (UOp(UOps.STORE, None, (self.buffer(store.arg), idx, val)),))
+
+  def _lower(self, op: LazyOp, where: str) -> UOp:
+    idxs = self.idxs[where]
+    if op.op is BufferOps.LOAD or op.op is BufferOps.CONST:
+      st: ShapeTracker = op.arg.st
+      if where == "out" and st.shape != tuple(1 if i in self.reduce_idxs else s for i, s in enumerate(self.full_shape)):
+        raise AssertionError(f"load shape {st.shape} does not match the kernel output shape")
+      idx, valid = st.to_indexed_uops(idxs)
+      dt = self.vdt(op.arg.dtype)
+      if op.op is BufferOps.CONST:
+        c = UOp.const(dt, op.arg.val)
+        return c if valid.op is UOps.CONST and valid.arg else valid.alu(TernaryOps.WHERE, c, UOp.const(dt, 0))
+      buf = self.buffer(op.arg)
+      ldt = dtypes.uint16 if self.emulate_bf16 and op.arg.dtype == dtypes.bfloat16 else op.arg.dtype
+      if valid.op is UOps.CONST:
+        ld = UOp(UOps.LOAD, ldt, (buf, idx)) if valid.arg else UOp.const(ldt, 0)
+      else:
+        ld = UOp(UOps.LOAD, ldt, (buf, idx, valid, UOp.const(ldt, 0)))
+      return _bf16_to_float(ld) if ldt != op.arg.dtype else ld
+    if op.op in ReduceOps:
+      src = self._lower(op.src[0], "full")
+      ranges = tuple(self.reduce_idxs[i] for i in sorted(op.arg))
+      return UOp(UOps.REDUCE, src.dtype, (src,) + ranges, BinaryOps.ADD if op.op is ReduceOps.SUM else BinaryOps.MAX)
+    srcs = [self._lower(s, where) for s in op.src]
+    if op.op is UnaryOps.CAST:
+      out = srcs[0].cast(self.vdt(op.arg))
+      if self.emulate_bf16 and op.arg == dtypes.bfloat16:  # round to bfloat16's precision, kept in a float32
+        out = _bf16_to_float(_float_to_bf16_bits(out))
+      return out
+    if op.op is UnaryOps.BITCAST:
+      if self.emulate_bf16 and dtypes.bfloat16 in (op.arg, op.src[0].dtype):
+        raise NotImplementedError("bitcast to or from bfloat16 on a device that emulates bfloat16")
+      return UOp(UOps.BITCAST, op.arg, (srcs[0],))
+    return srcs[0].alu(op.op, *srcs[1:])  # type: ignore[arg-type]
+
+
+def lower_ast(ast: LazyOp, renderer: Renderer) -> UOp:
+  return Lowerer(ast, renderer).lower()

@@ -1,0 +1,262 @@
+"""The UOp graph IR of one kernel, and the pattern matcher that rewrites it.
+
+A UOp is a hash-consed node: building the same (op, dtype, src, arg) twice gives the same object, so
+common subexpressions are shared for free and a graph can be compared with `is`.
+"""
+from __future__ import annotations
+
+from enum import Enum, auto
+from typing import Any, Callable
+
+from tg.dtype import ConstType, DType, PtrDType, dtypes
+from tg.ops import BinaryOps, Op, TernaryOps, UnaryOps, exec_alu
+
+
+class UOps(Enum):
+  SINK = auto()           # root: src are the STOREs
+  DEFINE_GLOBAL = auto()  # arg = buffer index; dtype = PtrDType
+  DEFINE_VAR = auto()     # arg = Variable (symbolic size passed at run time)
+  CONST = auto()          # arg = Python value
+  SPECIAL = auto()        # arg = (name, dim, size): a hardware thread index (global id)
+  RANGE = auto()          # src = (start, end); arg = (axis, is_reduce): a loop
+  ENDRANGE = auto()       # linear program only
+  LOAD = auto()           # src = (buf, idx) or (buf, idx, valid, alt)
+  STORE = auto()          # src = (buf, idx, val) or (buf, idx, val, valid)
+  ALU = auto()            # arg = UnaryOps/BinaryOps/TernaryOps
+  CAST = auto()
+  BITCAST = auto()
+  REDUCE = auto()         # src = (val, *ranges); arg = BinaryOps (ADD or MAX). Graph only.
+  DEFINE_ACC = auto()     # linear program only: src = (initial CONST,)
+  ASSIGN = auto()         # linear program only: src = (acc, new value)
+
+
+class UOp:
+  """One node of the kernel IR. Construct with UOp(op, dtype, src, arg); identical nodes are one object."""
+  __slots__ = ("op", "dtype", "src", "arg", "__weakref__")
+  _cache: dict[tuple[Any, ...], UOp] = {}
+  op: UOps
+  dtype: DType | None
+  src: tuple[UOp, ...]
+  arg: Any
+
+  def __new__(cls, op: UOps, dtype: DType | None = None, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
+    key = (op, dtype, src, arg, type(arg))
+    if (ret := UOp._cache.get(key)) is not None:
+      return ret
+    ret = super().__new__(cls)
+    ret.op, ret.dtype, ret.src, ret.arg = op, dtype, src, arg
+    UOp._cache[key] = ret
+    return ret
+
+  def __reduce__(self) -> tuple[Any, ...]:
+    return UOp, (self.op, self.dtype, self.src, self.arg)
+
+  def __repr__(self) -> str:
+    return f"UOp({self.op}, {self.dtype}, arg={self.arg!r}, src=({', '.join(str(s.op) for s in self.src)}))"
+
+  # ---- construction helpers: these fold constants as they build, which keeps index math small ----
+  @staticmethod
+  def const(dtype: DType, val: ConstType) -> UOp:
+    return UOp(UOps.CONST, dtype, (), dtypes.as_const(val, dtype))
+
+  def alu(self, op: Op, *src: UOp) -> UOp:
+    out_dtype = dtypes.bool if op in (BinaryOps.CMPLT, BinaryOps.CMPNE) else (src[-1].dtype if op is TernaryOps.WHERE else self.dtype)
+    return fold(UOp(UOps.ALU, out_dtype, (self,) + src, op))
+
+  def cast(self, dtype: DType) -> UOp:
+    return self if self.dtype == dtype else fold(UOp(UOps.CAST, dtype, (self,)))
+
+  def _c(self, x: UOp | ConstType) -> UOp:
+    assert self.dtype is not None
+    return x if isinstance(x, UOp) else UOp.const(self.dtype, x)
+
+  def __add__(self, x: UOp | ConstType) -> UOp: return self.alu(BinaryOps.ADD, self._c(x))
+  def __radd__(self, x: ConstType) -> UOp: return self._c(x).alu(BinaryOps.ADD, self)
+  def __mul__(self, x: UOp | ConstType) -> UOp: return self.alu(BinaryOps.MUL, self._c(x))
+  def __rmul__(self, x: ConstType) -> UOp: return self._c(x).alu(BinaryOps.MUL, self)
+  def __floordiv__(self, x: UOp | ConstType) -> UOp: return self.alu(BinaryOps.IDIV, self._c(x))
+  def __mod__(self, x: UOp | ConstType) -> UOp: return self.alu(BinaryOps.MOD, self._c(x))
+  def __neg__(self) -> UOp: return self.alu(UnaryOps.NEG)
+  def lt(self, x: UOp | ConstType) -> UOp: return self.alu(BinaryOps.CMPLT, self._c(x))
+  def ge(self, x: UOp | ConstType) -> UOp: return self.lt(x).alu(UnaryOps.NEG)  # NEG of a bool is NOT
+  def logical_and(self, x: UOp) -> UOp: return self.alu(BinaryOps.AND, x)
+
+  # ---- bounds: known for indices, which is what lets comparisons fold away ----
+  @property
+  def vmin(self) -> ConstType: return self._bounds()[0]
+  @property
+  def vmax(self) -> ConstType: return self._bounds()[1]
+
+  def _bounds(self) -> tuple[Any, Any]:
+    assert self.dtype is not None
+    lo, hi = dtypes.min(self.dtype), dtypes.max(self.dtype)
+    if self.op is UOps.CONST:
+      return self.arg, self.arg
+    if self.op is UOps.RANGE:
+      return self.src[0].vmin, self.src[1].vmax - 1
+    if self.op is UOps.SPECIAL:
+      return 0, self.arg[2] - 1
+    if self.op is UOps.ALU and dtypes.is_int(self.dtype) and all(s.dtype is not None and dtypes.is_int(s.dtype) for s in self.src):
+      bounds = [s._bounds() for s in self.src]
+      if self.arg is BinaryOps.ADD:
+        return bounds[0][0] + bounds[1][0], bounds[0][1] + bounds[1][1]
+      if self.arg is BinaryOps.MUL:
+        prods = [a * b for a in bounds[0] for b in bounds[1]]
+        return min(prods), max(prods)
+      if self.arg is BinaryOps.IDIV and self.src[1].op is UOps.CONST and self.src[1].arg > 0 and bounds[0][0] >= 0:
+        return bounds[0][0] // self.src[1].arg, bounds[0][1] // self.src[1].arg
+      if self.arg is BinaryOps.MOD and self.src[1].op is UOps.CONST and self.src[1].arg > 0 and bounds[0][0] >= 0:
+        return 0, min(bounds[0][1], self.src[1].arg - 1)
+    if self.op is UOps.ALU and self.dtype == dtypes.bool and self.arg is BinaryOps.CMPLT:
+      (a0, a1), (b0, b1) = self.src[0]._bounds(), self.src[1]._bounds()
+      if a1 < b0:
+        return True, True
+      if a0 >= b1:
+        return False, False
+      return False, True
+    return lo, hi
+
+  def toposort(self) -> list[UOp]:
+    out: dict[UOp, None] = {}
+    stack: list[tuple[UOp, bool]] = [(self, False)]
+    while stack:
+      u, visited = stack.pop()
+      if u in out:
+        continue
+      if visited:
+        out[u] = None
+      else:
+        stack.append((u, True))
+        stack.extend((s, False) for s in reversed(u.src) if s not in out)
+    return list(out)
+
+
+# ---------- patterns ----------
+
+class UPat:
+  """A pattern over UOps: match by op, arg, dtype and sources; `name` binds the matched node."""
+
+  def __init__(self, op: UOps | tuple[UOps, ...] | None = None, arg: Any = None, src: tuple[UPat, ...] | None = None,
+               name: str | None = None, dtype: DType | tuple[DType, ...] | None = None, commutative: bool = False) -> None:
+    self.op = op if op is None or isinstance(op, tuple) else (op,)
+    self.dtype = dtype if dtype is None or isinstance(dtype, tuple) else (dtype,)
+    self.arg, self.src, self.name, self.commutative = arg, src, name, commutative
+
+  @staticmethod
+  def var(name: str) -> UPat:
+    return UPat(name=name)
+
+  @staticmethod
+  def cvar(name: str) -> UPat:
+    return UPat(UOps.CONST, name=name)
+
+  def match(self, u: UOp, store: dict[str, UOp]) -> bool:
+    if self.op is not None and u.op not in self.op:
+      return False
+    if self.arg is not None and u.arg != self.arg:
+      return False
+    if self.dtype is not None and u.dtype not in self.dtype:
+      return False
+    if self.name is not None:
+      if self.name in store and store[self.name] is not u:
+        return False
+      store[self.name] = u
+    if self.src is None:
+      return True
+    if len(self.src) != len(u.src):
+      return False
+    orders = [u.src, u.src[::-1]] if self.commutative and len(u.src) == 2 else [u.src]
+    for srcs in orders:
+      trial = dict(store)
+      if all(p.match(s, trial) for p, s in zip(self.src, srcs)):
+        store.update(trial)
+        return True
+    return False
+
+
+class PatternMatcher:
+  """An ordered list of (pattern, rewrite); `rewrite` returns the first non-None result."""
+
+  def __init__(self, patterns: list[tuple[UPat, Callable[..., UOp | None]]]) -> None:
+    self.patterns = patterns
+
+  def __add__(self, other: PatternMatcher) -> PatternMatcher:
+    return PatternMatcher(self.patterns + other.patterns)
+
+  def rewrite(self, u: UOp) -> UOp | None:
+    for pat, fn in self.patterns:
+      store: dict[str, UOp] = {}
+      if pat.match(u, store) and (ret := fn(**store)) is not None:
+        return ret
+    return None
+
+
+def graph_rewrite(sink: UOp, pm: PatternMatcher) -> UOp:
+  """Rewrite bottom-up until no pattern applies anywhere."""
+  memo: dict[UOp, UOp] = {}
+
+  def rw(u: UOp) -> UOp:
+    if (ret := memo.get(u)) is not None:
+      return ret
+    new_src = tuple(rw(s) for s in u.src)
+    n = u if new_src == u.src else UOp(u.op, u.dtype, new_src, u.arg)
+    while (r := pm.rewrite(n)) is not None:
+      n = rw(r)
+    memo[u] = n
+    return n
+  return rw(sink)
+
+
+# ---------- constant folding, applied as nodes are built ----------
+
+def _is_const(u: UOp, val: Any = None) -> bool:
+  return u.op is UOps.CONST and (val is None or u.arg == val)
+
+
+def fold(u: UOp) -> UOp:
+  """Fold a freshly built ALU/CAST: all-constant inputs, identities (x+0, x*1, x*0 for ints), decided compares."""
+  if u.op is UOps.CAST and _is_const(u.src[0]):
+    assert u.dtype is not None
+    return UOp.const(u.dtype, u.src[0].arg)
+  if u.op is not UOps.ALU:
+    return u
+  assert u.dtype is not None
+  if all(_is_const(s) for s in u.src) and (u.arg not in (BinaryOps.IDIV, BinaryOps.MOD) or u.src[1].arg != 0):
+    return UOp.const(u.dtype, exec_alu(u.arg, u.dtype, [s.arg for s in u.src]))
+  a = u.src[0]
+  if u.arg is BinaryOps.ADD:
+    if _is_const(u.src[1], 0):
+      return a
+    if _is_const(a, 0):
+      return u.src[1]
+  if u.arg is BinaryOps.MUL:
+    if _is_const(u.src[1], 1):
+      return a
+    if _is_const(a, 1):
+      return u.src[1]
+    if dtypes.is_int(u.dtype) and (_is_const(a, 0) or _is_const(u.src[1], 0)):
+      return UOp.const(u.dtype, 0)
+  if u.arg in (BinaryOps.IDIV, BinaryOps.MOD) and dtypes.is_int(u.dtype) and _is_const(u.src[1]) and u.src[1].arg > 0 and a.vmin >= 0:
+    c = u.src[1].arg
+    if u.arg is BinaryOps.IDIV and c == 1:
+      return a
+    if a.vmax < c:  # the whole range of a lies below c
+      return a if u.arg is BinaryOps.MOD else UOp.const(u.dtype, 0)
+  if u.arg is BinaryOps.AND and u.dtype == dtypes.bool:
+    if _is_const(u.src[1], True):
+      return a
+    if _is_const(a, True):
+      return u.src[1]
+  if u.dtype == dtypes.bool and u.arg is BinaryOps.CMPLT and all(s.dtype is not None and dtypes.is_int(s.dtype) for s in u.src):
+    lo, hi = u._bounds()
+    if lo == hi:
+      return UOp.const(dtypes.bool, lo)
+  if u.arg is UnaryOps.NEG and u.dtype == dtypes.bool and a.op is UOps.ALU and a.arg is UnaryOps.NEG:
+    return a.src[0]
+  if u.arg is TernaryOps.WHERE and _is_const(a):
+    return u.src[1] if a.arg else u.src[2]
+  return u
+
+
+def ptr(dtype: DType) -> PtrDType:
+  return dtype.ptr()

@@ -1,0 +1,243 @@
+"""Devices: the registry (`Device`), device memory (`Buffer`, `Allocator`, `LRUAllocator`), compilers
+with a disk cache (`Compiler`), and `Compiled`, one device assembled from its plugin's hooks."""
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Any, Callable
+
+from tg.dtype import DType, dtypes
+from tg.helpers import DEBUG, GlobalCounters, diskcache_get, diskcache_put, getenv
+from tg.plugins import PluginError, hook, installed_devices, load_plugin
+from tg.renderer import Renderer
+
+
+# ---------- the base classes a plugin implements ----------
+
+class Allocator:
+  """Device memory. `alloc` returns an opaque handle that the device's programs accept as an argument."""
+
+  def alloc(self, size: int, options: Any = None) -> Any:
+    """A new buffer of `size` bytes."""
+    raise NotImplementedError(type(self))
+
+  def free(self, opaque: Any, size: int, options: Any = None) -> None:
+    """Release a buffer from `alloc` (the default leaves it to the garbage collector)."""
+
+  def copyin(self, dest: Any, src: memoryview) -> None:
+    """Copy host bytes `src` into device buffer `dest`."""
+    raise NotImplementedError(type(self))
+
+  def copyout(self, dest: memoryview, src: Any) -> None:
+    """Copy device buffer `src` into host memory `dest`."""
+    raise NotImplementedError(type(self))
+
+
+class LRUAllocator(Allocator):
+  """Keeps freed buffers by (size, options) and hands them out again: device allocations are slow."""
+
+  def __init__(self) -> None:
+    self.cache: dict[tuple[int, Any], list[Any]] = defaultdict(list)
+
+  def alloc(self, size: int, options: Any = None) -> Any:
+    if (cached := self.cache.get((size, options))):
+      return cached.pop()
+    try:
+      return self._alloc(size, options)
+    except MemoryError:
+      self.free_cache()
+      return self._alloc(size, options)
+
+  def free(self, opaque: Any, size: int, options: Any = None) -> None:
+    if getenv("LRU", 1):
+      self.cache[(size, options)].append(opaque)
+    else:
+      self._free(opaque, options)
+
+  def free_cache(self) -> None:
+    for (_, options), opaques in self.cache.items():
+      for opaque in opaques:
+        self._free(opaque, options)
+    self.cache.clear()
+
+  def _alloc(self, size: int, options: Any) -> Any:
+    raise NotImplementedError(type(self))
+
+  def _free(self, opaque: Any, options: Any) -> None:
+    pass
+
+
+class Compiler:
+  """Turns source into bytes the runtime can load. `cachekey` names the compiler and its version;
+  compiled output is cached on disk under it (None: never cached)."""
+
+  def __init__(self, cachekey: str | None = None) -> None:
+    self.cachekey = cachekey if getenv("DISABLE_COMPILER_CACHE", 0) == 0 else None
+
+  def compile(self, src: str) -> bytes:
+    raise NotImplementedError(type(self))
+
+  def compile_cached(self, src: str) -> bytes:
+    if self.cachekey is None or (lib := diskcache_get(self.cachekey, src)) is None:
+      lib = self.compile(src)
+      if self.cachekey is not None:
+        diskcache_put(self.cachekey, src, lib)
+    assert isinstance(lib, bytes)
+    return lib
+
+
+class Compiled:
+  """One device instance, assembled from the hooks of the plugin that owns it."""
+
+  def __init__(self, device: str, allocator: Allocator, renderer: Renderer | None, compiler: Compiler | None,
+               runtime: Callable[[str, bytes], Any] | None, graph: type | None = None) -> None:
+    self.dname, self.allocator, self.renderer, self.compiler, self.runtime, self.graph = device, allocator, renderer, compiler, runtime, graph
+
+  def synchronize(self) -> None:
+    """Wait for queued work to finish (devices here run synchronously)."""
+
+  def __repr__(self) -> str:
+    return f"<Compiled {self.dname}>"
+
+
+# ---------- the registry ----------
+
+class _Device:
+  """`Device["CLANG"]` opens a device (loading its plugin on first use); `Device.DEFAULT` is the default."""
+
+  def __init__(self) -> None:
+    self._opened: dict[str, Compiled] = {}
+    self._default: str | None = None
+
+  @staticmethod
+  def canonicalize(device: str | None) -> str:
+    if device is None:
+      return Device.DEFAULT
+    if not isinstance(device, str):
+      raise TypeError(f"a device is a string such as 'CLANG' or 'CLANG:1', not {type(device).__name__}")
+    base, sep, rest = device.partition(":")
+    base = base.upper()
+    return base if rest in ("", "0") else f"{base}{sep}{rest}"
+
+  def __getitem__(self, device: str) -> Compiled:
+    device = self.canonicalize(device)
+    if (dev := self._opened.get(device)) is None:
+      dev = self._opened[device] = self._open(device)
+    return dev
+
+  def _open(self, device: str) -> Compiled:
+    base = device.split(":")[0]
+    load_plugin(base)
+    if (why := hook("tg_device_available", base)):
+      raise RuntimeError(f"device {base} is installed but not usable here: {why}")
+    allocator = hook("tg_allocator", base)
+    if allocator is None:
+      raise PluginError(f"the plugin for {base} gave no allocator (tg_allocator returned None)")
+    dev = Compiled(device, allocator, hook("tg_renderer", base), hook("tg_compiler", base), hook("tg_runtime", base), hook("tg_graph", base))
+    if DEBUG >= 1:
+      print(f"opened device {device} from pid:{os.getpid()}")
+    return dev
+
+  def availability(self, device: str) -> str:
+    """"" if `device` can be used, otherwise why not."""
+    try:
+      return hook("tg_device_available", device.split(":")[0]) or ""
+    except PluginError as e:
+      return str(e)
+
+  def installed(self) -> list[str]:
+    return [d.name for d in installed_devices()]
+
+  @property
+  def DEFAULT(self) -> str:
+    if self._default is None:
+      self._default = self._choose_default()
+    return self._default
+
+  @DEFAULT.setter
+  def DEFAULT(self, device: str) -> None:
+    self._default = self.canonicalize(device)
+
+  def _choose_default(self) -> str:
+    names = self.installed()
+    if (asked := os.getenv("DEVICE")):
+      return self.canonicalize(asked)
+    for name in names:  # tinygrad's style: CLANG=1
+      if getenv(name, 0) == 1:
+        return name
+    ranked: list[tuple[int, str]] = []
+    for name in names:
+      try:
+        if self.availability(name) == "" and (prio := hook("tg_device_priority", name) or 0) >= 0:
+          ranked.append((prio, name))
+      except PluginError:
+        continue
+    if not ranked:
+      raise RuntimeError("no usable tg device: install a device package, e.g. `pip install tg-clang`, then see `python -m tg.devices`")
+    return max(ranked)[1]
+
+
+Device = _Device()
+
+
+# ---------- buffers ----------
+
+class Buffer:
+  """`size` elements of `dtype` on `device`; memory is allocated on first need."""
+
+  def __init__(self, device: str, size: int, dtype: DType, opaque: Any = None, options: Any = None) -> None:
+    self.device, self.size, self.dtype, self.options = device, size, dtype, options
+    self._buf: Any = None
+    if opaque is not None:
+      self.allocate(opaque)
+
+  @property
+  def nbytes(self) -> int:
+    return self.size * self.dtype.itemsize
+
+  def is_allocated(self) -> bool:
+    return self._buf is not None
+
+  def ensure_allocated(self) -> Buffer:
+    return self if self.is_allocated() else self.allocate()
+
+  def allocate(self, opaque: Any = None) -> Buffer:
+    assert not self.is_allocated(), "buffer is already allocated"
+    self.allocator = Device[self.device].allocator
+    self._buf = opaque if opaque is not None else self.allocator.alloc(self.nbytes, self.options)
+    GlobalCounters.mem_used += self.nbytes
+    return self
+
+  def __del__(self) -> None:
+    if getattr(self, "_buf", None) is None:
+      return
+    GlobalCounters.mem_used -= self.nbytes
+    try:
+      self.allocator.free(self._buf, self.nbytes, self.options)
+    except Exception:  # interpreter shutdown: the allocator may already be gone
+      pass
+
+  def copyin(self, mv: memoryview) -> Buffer:
+    mv = mv.cast("B") if mv.nbytes else mv
+    if mv.nbytes != self.nbytes:
+      raise ValueError(f"copyin of {mv.nbytes} bytes into a buffer of {self.nbytes} bytes")
+    self.ensure_allocated()
+    if self.nbytes:
+      self.allocator.copyin(self._buf, mv)
+    return self
+
+  def as_buffer(self) -> memoryview:
+    out = memoryview(bytearray(self.nbytes))
+    if self.nbytes:
+      self.allocator.copyout(out, self.ensure_allocated()._buf)
+    return out
+
+  def numpy(self) -> Any:
+    import numpy as np
+    raw = np.frombuffer(self.as_buffer(), dtype=np.uint16 if self.dtype == dtypes.bfloat16 else self.dtype.np)
+    if self.dtype == dtypes.bfloat16:  # numpy has no bfloat16: widen the bits to float32
+      return (raw.astype(np.uint32) << 16).view(np.float32)
+    return raw
+
+  def __repr__(self) -> str:
+    return f"<buf device:{self.device} size:{self.size} dtype:{self.dtype}>"

@@ -1,0 +1,176 @@
+"""Data types, their promotion lattice (tinygrad's, which follows JAX's), and the default float."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Final, Union
+
+from tg.helpers import getenv
+
+ConstType = Union[float, int, bool]
+
+
+@dataclass(frozen=True, order=True)
+class DType:
+  priority: int      # larger wins in promotion ties
+  itemsize: int      # bytes per element
+  name: str
+  fmt: str | None    # struct/numpy format char, None when numpy has no such type (bfloat16)
+  count: int = 1     # vector width; >1 only inside the code generator
+
+  def __repr__(self) -> str:
+    return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.scalar().name}.vec({self.count})"
+
+  def vec(self, sz: int) -> DType:
+    assert self.count == 1, f"can't vectorize {self} again"
+    return self if sz == 1 else DType(self.priority, self.itemsize * sz, f"{self.name}{sz}", None, sz)
+
+  def scalar(self) -> DType:
+    return self if self.count == 1 else _by_name[self.name.rstrip("0123456789")]
+
+  def ptr(self) -> PtrDType:
+    return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count)
+
+  @property
+  def np(self) -> Any:
+    """The numpy dtype used to move this dtype's data in and out (bfloat16 travels as float32)."""
+    import numpy as np
+    return np.dtype(self.fmt) if self.fmt is not None else None
+
+
+@dataclass(frozen=True, order=True, repr=False)
+class PtrDType(DType):
+  """A pointer to a buffer of a dtype: the type of a kernel's buffer arguments."""
+
+  def __repr__(self) -> str:
+    return f"ptr({super().__repr__()})"
+
+
+class dtypes:
+  bool: Final[DType] = DType(0, 1, "bool", "?")
+  int8: Final[DType] = DType(1, 1, "char", "b")
+  uint8: Final[DType] = DType(2, 1, "unsigned char", "B")
+  int16: Final[DType] = DType(3, 2, "short", "h")
+  uint16: Final[DType] = DType(4, 2, "unsigned short", "H")
+  int32: Final[DType] = DType(5, 4, "int", "i")
+  uint32: Final[DType] = DType(6, 4, "unsigned int", "I")
+  int64: Final[DType] = DType(7, 8, "long", "q")
+  uint64: Final[DType] = DType(8, 8, "unsigned long", "Q")
+  float16: Final[DType] = DType(9, 2, "half", "e")
+  bfloat16: Final[DType] = DType(10, 2, "__bf16", None)
+  float32: Final[DType] = DType(11, 4, "float", "f")
+  float64: Final[DType] = DType(12, 8, "double", "d")
+
+  # aliases
+  half = float16
+  float = float32
+  double = float64
+  uchar, ushort, uint, ulong = uint8, uint16, uint32, uint64
+  char, short, int, long = int8, int16, int32, int64
+
+  default_float: DType = float32
+  default_int: DType = int32
+
+  @staticmethod
+  def is_float(x: DType) -> bool:
+    return x.scalar() in _floats
+
+  @staticmethod
+  def is_int(x: DType) -> bool:
+    return x.scalar() in _ints
+
+  @staticmethod
+  def is_unsigned(x: DType) -> bool:
+    return x.scalar() in _uints
+
+  @staticmethod
+  def from_py(x: Any) -> DType:
+    """The dtype a Python value becomes: float -> default float, int -> default int, bool -> bool."""
+    if isinstance(x, float):
+      return dtypes.default_float
+    if isinstance(x, bool):
+      return dtypes.bool
+    if isinstance(x, int):
+      return dtypes.default_int
+    if isinstance(x, (list, tuple)):
+      return max((dtypes.from_py(y) for y in x), default=dtypes.default_float)
+    raise TypeError(f"can't infer a dtype from {type(x).__name__} {x!r}")
+
+  @staticmethod
+  def from_np(npdtype: Any) -> DType:
+    import numpy as np
+    key = np.dtype(npdtype).char
+    if key not in _by_fmt:
+      raise TypeError(f"numpy dtype {np.dtype(npdtype)} has no tg dtype")
+    return _by_fmt[key]
+
+  @staticmethod
+  def as_const(val: Any, dtype: DType) -> ConstType:
+    """`val` as a Python value of `dtype` (wrapping ints as C would)."""
+    if dtypes.is_int(dtype):
+      v = int(val) if not (isinstance(val, float) and not math.isfinite(val)) else 0
+      bits = dtype.itemsize * 8
+      v &= (1 << bits) - 1
+      return v - (1 << bits) if not dtypes.is_unsigned(dtype) and v >= 1 << (bits - 1) else v
+    if dtype == dtypes.bool:
+      return bool(val)
+    return float(val)
+
+  @staticmethod
+  def min(dtype: DType) -> ConstType:
+    if dtypes.is_int(dtype):
+      return 0 if dtypes.is_unsigned(dtype) else -(2 ** (dtype.itemsize * 8 - 1))
+    return False if dtype == dtypes.bool else -math.inf
+
+  @staticmethod
+  def max(dtype: DType) -> ConstType:
+    if dtypes.is_int(dtype):
+      return 2 ** (dtype.itemsize * 8 - (0 if dtypes.is_unsigned(dtype) else 1)) - 1
+    return True if dtype == dtypes.bool else math.inf
+
+
+_floats = {dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64}
+_uints = {dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64}
+_ints = _uints | {dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64}
+_by_name: dict[str, DType] = {v.name: v for v in vars(dtypes).values() if isinstance(v, DType)}
+_by_fmt: dict[str, DType] = {v.fmt: v for v in _by_name.values() if v.fmt is not None}
+# the user-facing names ("float32", "int8", ...) for lookups such as Tensor(x, dtype="float32")
+DTYPES_DICT: dict[str, DType] = {k: v for k, v in vars(dtypes).items() if isinstance(v, DType) and not k.startswith("default")}
+
+if (_default := getenv("DEFAULT_FLOAT", "")):
+  if _default.lower() not in DTYPES_DICT or not dtypes.is_float(DTYPES_DICT[_default.lower()]):
+    raise ValueError(f"DEFAULT_FLOAT={_default} is not a float dtype (use one of float16, bfloat16, float32, float64)")
+  dtypes.default_float = DTYPES_DICT[_default.lower()]
+
+
+def to_dtype(x: DType | str) -> DType:
+  if isinstance(x, DType):
+    return x
+  if isinstance(x, str) and x in DTYPES_DICT:
+    return DTYPES_DICT[x]
+  raise TypeError(f"unknown dtype {x!r}; use a tg.dtypes member such as dtypes.float32")
+
+
+# The promotion lattice: each dtype lists the dtypes it promotes to directly. Unsigned and signed ints
+# meet at the next wider signed int; ints meet floats at float16/bfloat16 (as JAX, not numpy).
+_promo_lattice: dict[DType, list[DType]] = {
+  dtypes.bool: [dtypes.int8, dtypes.uint8], dtypes.int8: [dtypes.int16], dtypes.int16: [dtypes.int32],
+  dtypes.int32: [dtypes.int64], dtypes.int64: [dtypes.float16, dtypes.bfloat16],
+  dtypes.uint8: [dtypes.int16, dtypes.uint16], dtypes.uint16: [dtypes.int32, dtypes.uint32],
+  dtypes.uint32: [dtypes.int64, dtypes.uint64], dtypes.uint64: [dtypes.float16, dtypes.bfloat16],
+  dtypes.float16: [dtypes.float32], dtypes.bfloat16: [dtypes.float32], dtypes.float32: [dtypes.float64],
+}
+
+
+def _ancestors(d: DType) -> set[DType]:
+  return {d}.union(*[_ancestors(p) for p in _promo_lattice.get(d, [])])
+
+
+def least_upper_dtype(*ds: DType) -> DType:
+  """The smallest dtype every one of `ds` promotes to."""
+  common = set.intersection(*[_ancestors(d) for d in ds])
+  return min(common) if common else dtypes.float64
+
+
+def least_upper_float(dt: DType) -> DType:
+  return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.default_float)

@@ -1,0 +1,119 @@
+"""Running a schedule: each ScheduleItem becomes an ExecItem (a runner plus its buffers) and runs.
+
+Kernels are compiled once per (device, AST): `method_cache` keeps the loaded program, and the
+device's Compiler keeps compiled bytes on disk across processes.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tg.codegen.kernel import Kernel
+from tg.device import Buffer, Device
+from tg.engine.schedule import ScheduleItem
+from tg.helpers import DEBUG, GlobalCounters, colored
+from tg.ops import LazyOp, MetaOps
+from tg.renderer import Program
+
+
+class Runner:
+  def __init__(self, display_name: str, device: str, op_estimate: int = 0, mem_estimate: int = 0) -> None:
+    self.display_name, self.device, self.op_estimate, self.mem_estimate = display_name, device, op_estimate, mem_estimate
+
+  def __call__(self, bufs: list[Buffer], wait: bool = False) -> float | None:
+    raise NotImplementedError(type(self))
+
+
+class CompiledRunner(Runner):
+  """A rendered, compiled and loaded kernel."""
+
+  def __init__(self, p: Program) -> None:
+    self.p = p
+    dev = Device[p.device]
+    if dev.compiler is None or dev.runtime is None:
+      raise RuntimeError(f"device {p.device} can't run kernels (its plugin gave no compiler or runtime)")
+    self.lib = dev.compiler.compile_cached(p.src)
+    self.clprg = dev.runtime(p.function_name, self.lib)
+    super().__init__(p.name, p.device, p.op_estimate, p.mem_estimate)
+
+  def __call__(self, bufs: list[Buffer], wait: bool = False) -> float | None:
+    return self.clprg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=self.p.local_size, vals=(), wait=wait)  # type: ignore[no-any-return]
+
+
+class BufferCopy(Runner):
+  """Copy between two devices through host memory."""
+
+  def __init__(self, nbytes: int, dest_device: str, src_device: str) -> None:
+    super().__init__(colored(f"copy {nbytes:8d}, {dest_device[:7]:>7s} <- {src_device[:7]:7s}", "yellow"), dest_device, 0, nbytes)
+
+  def __call__(self, bufs: list[Buffer], wait: bool = False) -> float | None:
+    dest, src = bufs[0:2]
+    st = time.perf_counter()
+    dest.copyin(src.as_buffer())
+    return time.perf_counter() - st if wait else None
+
+
+class EmptyOp(Runner):
+  def __init__(self, buf: Buffer) -> None:
+    super().__init__(colored(f"empty {buf.size:10d} {buf.dtype}", "yellow"), buf.device)
+
+  def __call__(self, bufs: list[Buffer], wait: bool = False) -> float | None:
+    return None
+
+
+method_cache: dict[tuple[str, LazyOp], CompiledRunner] = {}
+
+
+def get_runner(device: str, ast: LazyOp) -> CompiledRunner:
+  key = (device, ast)
+  if (ret := method_cache.get(key)) is None:
+    renderer = Device[device].renderer
+    if renderer is None:
+      raise RuntimeError(f"device {device} can't run kernels: its plugin has no renderer. Compute on another device and copy.")
+    if DEBUG >= 3:
+      print(ast)
+    ret = method_cache[key] = CompiledRunner(Kernel(ast, renderer).to_program())
+  return ret
+
+
+@dataclass(frozen=True)
+class ExecItem:
+  prg: Runner
+  bufs: list[Buffer]
+
+  def run(self) -> float | None:
+    for b in self.bufs:
+      b.ensure_allocated()
+    et = self.prg(self.bufs, wait=DEBUG >= 2)
+    GlobalCounters.kernel_count += 1
+    GlobalCounters.global_ops += self.prg.op_estimate
+    GlobalCounters.global_mem += self.prg.mem_estimate
+    if et is not None:
+      GlobalCounters.time_sum_s += et
+    if DEBUG >= 2:
+      ptm = colored(f"{et * 1e3:9.3f}ms", "yellow") if et is not None and et > 0.01 else f"{(et or 0) * 1e6:9.2f}us"
+      gflops = self.prg.op_estimate / (et or 1e-9) * 1e-9
+      gbs = self.prg.mem_estimate / (et or 1e-9) * 1e-9
+      print(f"*** {self.prg.device[:7]:7s} {GlobalCounters.kernel_count:4d} {self.prg.display_name:30s} arg {len(self.bufs):3d} "
+            f"mem {GlobalCounters.mem_used / 1e9:5.2f} GB tm {ptm}/{GlobalCounters.time_sum_s * 1e3:9.2f}ms "
+            f"({gflops:8.2f} GFLOPS, {gbs:7.2f} GB/s)")
+    return et
+
+
+def lower_schedule_item(si: ScheduleItem) -> ExecItem:
+  if si.ast.op is MetaOps.COPY:
+    return ExecItem(BufferCopy(si.ast.arg, si.bufs[0].device, si.bufs[1].device), list(si.bufs))
+  if si.ast.op is MetaOps.EMPTY:
+    return ExecItem(EmptyOp(si.bufs[0]), list(si.bufs))
+  return ExecItem(get_runner(si.outputs[0].device, si.ast), list(si.bufs))
+
+
+def run_schedule(schedule: list[ScheduleItem]) -> None:
+  for si in schedule:
+    lower_schedule_item(si).run()
+
+
+def realize_lazybuffers(lbs: list[Any]) -> None:
+  from tg.engine.schedule import create_schedule
+  run_schedule(create_schedule(lbs))

@@ -1,0 +1,142 @@
+"""The scheduler: a lazy graph -> an ordered list of ScheduleItems, one kernel (or copy) each.
+
+Which buffers must exist in memory:
+  - the outputs asked for, and buffers already realized;
+  - every reduction (a later kernel loads its result), CONTIGUOUS, COPY and ASSIGN;
+  - an elementwise base read through a padded (masked) view, because values in the pad must be 0
+    whatever the op computes there (log, exp, 1/x are not 0 at 0).
+Everything else is elementwise and is inlined into its consumers: chains of elementwise ops become
+one kernel, and elementwise ops feeding a reduction fuse into the reduction's kernel. Movement ops
+are folded into the loads' ShapeTrackers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tg.device import Buffer
+from tg.helpers import DEBUG, prod
+from tg.lazy import LazyBuffer
+from tg.ops import BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, UnaryOps
+from tg.shape.shapetracker import ShapeTracker
+
+
+@dataclass(frozen=True)
+class ScheduleItem:
+  ast: LazyOp                # a STORE-rooted kernel AST, or a MetaOps (COPY, EMPTY) op
+  bufs: tuple[Buffer, ...]   # outputs first, then inputs in kernel argument order
+
+  @property
+  def outputs(self) -> tuple[Buffer, ...]:
+    return self.bufs[:1]
+
+  @property
+  def inputs(self) -> tuple[Buffer, ...]:
+    return self.bufs[1:]
+
+
+def _needs_realize(outs: list[LazyBuffer]) -> list[LazyBuffer]:
+  """Every unrealized base that gets a buffer, in an order where sources come before users."""
+  realize: dict[LazyBuffer, None] = {}
+  visited: set[LazyBuffer] = set()
+  out_bases = {o.base for o in outs}
+
+  def visit(x: LazyBuffer) -> None:
+    b = x.base
+    if b.realized is not None:
+      return
+    if x is not b and b.op is not MetaOps.CONST and any(v.mask is not None for v in x.st.views):
+      realize[b] = None  # unsafe pad: see module docstring
+    if b in visited:
+      return
+    visited.add(b)
+    for s in b.srcs:
+      visit(s)
+      if b.op is MetaOps.COPY:
+        realize[s.base] = None  # a copy moves whole buffers
+    if b in out_bases or b.forced_realize or b.op in ReduceOps:
+      realize[b] = None
+  for o in outs:
+    visit(o)
+  # `realize` was filled in discovery order; put each base after the bases it reads
+  order: dict[LazyBuffer, None] = {}
+
+  def place(b: LazyBuffer, seen: set[LazyBuffer]) -> None:
+    if b in seen:
+      return
+    seen.add(b)
+    for s in b.srcs:
+      place(s.base, seen)
+    if b in realize:
+      order[b] = None
+  seen: set[LazyBuffer] = set()
+  for b in realize:
+    place(b, seen)
+  return list(order)
+
+
+class _KernelBuilder:
+  """Builds the AST of the kernel that computes `out` (a base), inlining every unrealized elementwise source."""
+
+  def __init__(self, out: LazyBuffer, realized: set[LazyBuffer]) -> None:
+    self.out, self.realized = out, realized
+    self.bufs: list[Buffer] = [out.buffer]
+    self.buf_index: dict[LazyBuffer, int] = {}
+    self.memo: dict[tuple[LazyBuffer, ShapeTracker | None], LazyOp] = {}
+
+  def load(self, b: LazyBuffer, st: ShapeTracker) -> LazyOp:
+    if b not in self.buf_index:
+      # an ASSIGN reads its target through its own output buffer
+      self.buf_index[b] = 0 if b.buffer is self.out.buffer else len(self.bufs)
+      if self.buf_index[b] != 0:
+        self.bufs.append(b.buffer)
+    return LazyOp(BufferOps.LOAD, (), MemBuffer(self.buf_index[b], b.dtype, st))
+
+  def value(self, x: LazyBuffer, top: ShapeTracker | None) -> LazyOp:
+    """The value of `x` at the kernel's index, where `top` maps the kernel's index to x's index."""
+    key = (x, top)
+    if (ret := self.memo.get(key)) is not None:
+      return ret
+    st = x.st + top if top is not None else x.st
+    b = x.base
+    if b is not self.out and (b.realized is not None or b in self.realized):
+      ret = self.load(b, st)
+    elif b.op is MetaOps.CONST:
+      ret = LazyOp(BufferOps.CONST, (), ConstBuffer(b.arg, b.dtype, st))
+    elif b.op in (MetaOps.CONTIGUOUS, MetaOps.ASSIGN):
+      ret = self.value(b.srcs[0], st)
+    elif b.op in ReduceOps:
+      assert b is self.out and top is None, "a reduction is only computed by its own kernel"
+      ret = LazyOp(b.op, (self.value(b.srcs[0], None),), b.arg)
+    elif b.op in (UnaryOps.CAST, UnaryOps.BITCAST):
+      ret = LazyOp(b.op, (self.value(b.srcs[0], st),), b.arg)
+    else:
+      ret = LazyOp(b.op, tuple(self.value(s, st) for s in b.srcs), b.arg)  # type: ignore[arg-type]
+    self.memo[key] = ret
+    return ret
+
+  def build(self) -> ScheduleItem:
+    b = self.out
+    val = self.value(b, None)
+    ast = LazyOp(BufferOps.STORE, (val,), MemBuffer(0, b.dtype, ShapeTracker.from_shape(b.shape)))
+    return ScheduleItem(ast, tuple(self.bufs))
+
+
+def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
+  bases = _needs_realize(outs)
+  realized = set(bases)
+  schedule: list[ScheduleItem] = []
+  for b in bases:
+    if prod(b.shape) == 0:
+      pass  # nothing to compute: an empty buffer
+    elif b.op is MetaOps.COPY:
+      schedule.append(ScheduleItem(LazyOp(MetaOps.COPY, (), b.buffer.nbytes), (b.buffer, b.srcs[0].base.buffer)))
+    elif b.op is MetaOps.EMPTY:
+      schedule.append(ScheduleItem(LazyOp(MetaOps.EMPTY), (b.buffer,)))
+    else:
+      schedule.append(_KernelBuilder(b, realized).build())
+  for b in bases:  # the schedule now owns the work: drop the graph so memory is freed as it runs
+    b.op, b.srcs = None, ()
+  if DEBUG >= 3:
+    for si in schedule:
+      print(si.ast)
+  return schedule

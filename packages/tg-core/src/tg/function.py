@@ -1,0 +1,267 @@
+"""Autograd Functions: each op's forward and backward, written on LazyBuffers.
+
+Derived ops (tanh, matmul, mean, ...) are built in tensor.py from these, so their gradients come
+for free. exp and log go through exp2/log2, the primitives devices provide.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tg.dtype import DType
+from tg.helpers import argsort
+from tg.lazy import LazyBuffer
+from tg.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
+
+
+class Function:
+  """One differentiable op. `apply` runs forward and, when any input needs a gradient, records itself."""
+
+  def __init__(self, device: str, *tensors: Any) -> None:
+    self.device = device
+    self.needs_input_grad = [t.requires_grad for t in tensors]
+    self.requires_grad = True if any(self.needs_input_grad) else (None if None in self.needs_input_grad else False)
+    if self.requires_grad:
+      self.parents = tensors
+
+  def forward(self, *args: Any, **kwargs: Any) -> LazyBuffer:
+    raise NotImplementedError(type(self))
+
+  def backward(self, *args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError(f"backward not implemented for {type(self).__name__}")
+
+  @classmethod
+  def apply(cls, *x: Any, **kwargs: Any) -> Any:
+    from tg.tensor import Tensor
+    ctx = cls(x[0].device, *x)
+    ret = Tensor.__new__(Tensor)
+    ret.lazydata = ctx.forward(*[t.lazydata for t in x], **kwargs)
+    ret.requires_grad, ret.grad = ctx.requires_grad, None
+    ret._ctx = ctx if ctx.requires_grad and not Tensor.no_grad else None
+    return ret
+
+
+# ---------- unary ----------
+
+class Contiguous(Function):
+  def forward(self, x: LazyBuffer) -> LazyBuffer: return x.contiguous()
+  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad
+
+
+class Cast(Function):
+  def forward(self, x: LazyBuffer, dtype: DType, bitcast: bool = False) -> LazyBuffer:
+    self.input_dtype, self.bitcast = x.dtype, bitcast
+    return x.cast(dtype, bitcast)
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    if self.bitcast:
+      raise RuntimeError("bitcast has no gradient")
+    return grad.cast(self.input_dtype)
+
+
+class Neg(Function):
+  def forward(self, x: LazyBuffer) -> LazyBuffer: return x.e(UnaryOps.NEG)
+  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.e(UnaryOps.NEG)
+
+
+class Reciprocal(Function):
+  def forward(self, x: LazyBuffer) -> LazyBuffer:
+    self.ret = x.e(UnaryOps.RECIP)
+    return self.ret
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    return grad.e(UnaryOps.NEG).e(BinaryOps.MUL, self.ret).e(BinaryOps.MUL, self.ret)
+
+
+class Sin(Function):
+  def forward(self, x: LazyBuffer) -> LazyBuffer:
+    self.x = x
+    return x.e(UnaryOps.SIN)
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    cos = self.x.const(math.pi / 2).e(BinaryOps.ADD, self.x.e(UnaryOps.NEG)).e(UnaryOps.SIN)
+    return cos.e(BinaryOps.MUL, grad)
+
+
+class Relu(Function):
+  def forward(self, x: LazyBuffer) -> LazyBuffer:
+    self.ret = x.e(BinaryOps.MAX, x.const(0))
+    return self.ret
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    return self.ret.const(0).e(BinaryOps.CMPLT, self.ret).cast(grad.dtype).e(BinaryOps.MUL, grad)
+
+
+class Log(Function):
+  def forward(self, x: LazyBuffer) -> LazyBuffer:
+    self.x = x
+    return x.e(UnaryOps.LOG2).e(BinaryOps.MUL, x.const(math.log(2)))
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    return grad.e(BinaryOps.MUL, self.x.e(UnaryOps.RECIP))
+
+
+class Exp(Function):
+  def forward(self, x: LazyBuffer) -> LazyBuffer:
+    self.ret = x.e(BinaryOps.MUL, x.const(1 / math.log(2))).e(UnaryOps.EXP2)
+    return self.ret
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    return self.ret.e(BinaryOps.MUL, grad)
+
+
+class Sqrt(Function):
+  def forward(self, x: LazyBuffer) -> LazyBuffer:
+    self.ret = x.e(UnaryOps.SQRT)
+    return self.ret
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    return grad.e(BinaryOps.MUL, self.ret.e(BinaryOps.MUL, self.ret.const(2)).e(UnaryOps.RECIP))
+
+
+class Sigmoid(Function):
+  """1 / (1 + exp(-x)), with its gradient s * (1 - s) from the saved output."""
+
+  def forward(self, x: LazyBuffer) -> LazyBuffer:
+    e = x.e(BinaryOps.MUL, x.const(-1 / math.log(2))).e(UnaryOps.EXP2)
+    self.ret = x.const(1).e(BinaryOps.ADD, e).e(UnaryOps.RECIP)
+    return self.ret
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    one_minus = self.ret.const(1).e(BinaryOps.ADD, self.ret.e(UnaryOps.NEG))
+    return self.ret.e(BinaryOps.MUL, one_minus).e(BinaryOps.MUL, grad)
+
+
+# ---------- binary and ternary ----------
+
+class Less(Function):
+  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.CMPLT, y)
+  def backward(self, grad: LazyBuffer) -> tuple[None, None]: return None, None
+
+
+class Neq(Function):
+  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.CMPNE, y)
+  def backward(self, grad: LazyBuffer) -> tuple[None, None]: return None, None
+
+
+class Xor(Function):
+  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.XOR, y)
+
+
+class BitwiseAnd(Function):
+  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.AND, y)
+
+
+class BitwiseOr(Function):
+  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.OR, y)
+
+
+class Add(Function):
+  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.ADD, y)
+
+  def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, LazyBuffer | None]:
+    return grad if self.needs_input_grad[0] else None, grad if self.needs_input_grad[1] else None
+
+
+class Mul(Function):
+  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+    self.x, self.y = x, y
+    return x.e(BinaryOps.MUL, y)
+
+  def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, LazyBuffer | None]:
+    return (self.y.e(BinaryOps.MUL, grad) if self.needs_input_grad[0] else None,
+            self.x.e(BinaryOps.MUL, grad) if self.needs_input_grad[1] else None)
+
+
+class IDiv(Function):
+  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.IDIV, y)
+
+
+class Where(Function):
+  def forward(self, c: LazyBuffer, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+    self.c = c
+    return c.e(TernaryOps.WHERE, x, y)
+
+  def backward(self, grad: LazyBuffer) -> tuple[None, LazyBuffer | None, LazyBuffer | None]:
+    zero = grad.const(0)
+    return (None, self.c.e(TernaryOps.WHERE, grad, zero) if self.needs_input_grad[1] else None,
+            self.c.e(TernaryOps.WHERE, zero, grad) if self.needs_input_grad[2] else None)
+
+
+# ---------- reductions ----------
+
+class Sum(Function):
+  def forward(self, x: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer:
+    self.input_shape = x.shape
+    return x.r(ReduceOps.SUM, axis)
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    return grad.expand(self.input_shape)
+
+
+class Max(Function):
+  def forward(self, x: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer:
+    self.x, self.ret, self.axis = x, x.r(ReduceOps.MAX, axis), axis
+    return self.ret
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    # the gradient is split evenly between the elements equal to the max, as torch's amax does
+    is_max = self.x.e(BinaryOps.CMPNE, self.ret.expand(self.x.shape)).e(UnaryOps.NEG).cast(grad.dtype)  # NEG of a bool is NOT
+    count = is_max.r(ReduceOps.SUM, self.axis)
+    return is_max.e(BinaryOps.MUL, count.e(UnaryOps.RECIP).expand(self.x.shape)).e(BinaryOps.MUL, grad.expand(self.x.shape))
+
+
+# ---------- movement ----------
+
+class Expand(Function):
+  def forward(self, x: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
+    self.expanded_axis = tuple(i for i, (si, so) in enumerate(zip(x.shape, shape)) if si != so)
+    return x.expand(shape)
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    return grad.r(ReduceOps.SUM, self.expanded_axis)
+
+
+class Reshape(Function):
+  def forward(self, x: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
+    self.input_shape = x.shape
+    return x.reshape(shape)
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    return grad.reshape(self.input_shape)
+
+
+class Permute(Function):
+  def forward(self, x: LazyBuffer, order: tuple[int, ...]) -> LazyBuffer:
+    self.input_order = order
+    return x.permute(order)
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    return grad.permute(tuple(argsort(list(self.input_order))))
+
+
+class Pad(Function):
+  def forward(self, x: LazyBuffer, arg: tuple[tuple[int, int], ...]) -> LazyBuffer:
+    self.narg = tuple((p[0], s + p[0]) for s, p in zip(x.shape, arg))
+    return x.pad(arg)
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    return grad.shrink(self.narg)
+
+
+class Shrink(Function):
+  def forward(self, x: LazyBuffer, arg: tuple[tuple[int, int], ...]) -> LazyBuffer:
+    self.narg = tuple((p[0], s - p[1]) for s, p in zip(x.shape, arg))
+    return x.shrink(arg)
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    return grad.pad(self.narg)
+
+
+class Flip(Function):
+  def forward(self, x: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer:
+    self.arg = tuple(-1 if i in axis else 1 for i in range(len(x.shape)))
+    return x.stride(self.arg)
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    return grad.stride(self.arg)

@@ -1,0 +1,157 @@
+"""LazyBuffer: a node of the lazy graph.
+
+A LazyBuffer is either a *base* (an op with sources, which owns a Buffer once computed) or a *view*
+of a base (a ShapeTracker over it; movement ops only ever make views). Nothing is computed until the
+scheduler is handed a graph; operations on constants fold right here.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from tg.device import Buffer
+from tg.dtype import ConstType, DType, dtypes
+from tg.helpers import prod
+from tg.ops import BinaryOps, MetaOps, Op, ReduceOps, TernaryOps, UnaryOps, exec_alu
+from tg.shape.shapetracker import ShapeTracker
+
+
+class LazyBuffer:
+  def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Op | None = None, arg: Any = None,
+               srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None) -> None:
+    self.device, self.st, self.dtype = device, st, dtype
+    self.shape, self.size = st.shape, st.size
+    self._base = base
+    if base is None:
+      self.op, self.arg, self.srcs = op, arg, srcs
+      # an ASSIGN writes into the buffer of its target; everything else gets a buffer of its own
+      self.buffer: Buffer = srcs[1].base.buffer if op is MetaOps.ASSIGN else Buffer(device, prod(st.shape), dtype)
+      self.forced_realize = op in (MetaOps.CONTIGUOUS, MetaOps.COPY, MetaOps.ASSIGN)
+    else:
+      assert base.base is base, "a view's base must be a base"
+
+  def __repr__(self) -> str:
+    if self._base is not None:
+      return f"<LB view {self.device} {self.shape} {self.dtype} of {self.base!r}>"
+    return f"<LB {self.device} {self.shape} {self.dtype} op={self.op} realized={self.realized is not None}>"
+
+  @property
+  def base(self) -> LazyBuffer:
+    return self._base if self._base is not None else self
+
+  @property
+  def realized(self) -> Buffer | None:
+    # a base's op becomes None once its buffer holds its value (after its kernel ran, or data copied in)
+    b = self.base
+    return b.buffer if b.op is None else None
+
+  # ---------- creation ----------
+  @staticmethod
+  def metaop(op: MetaOps, shape: tuple[int, ...], dtype: DType, device: str, arg: Any = None,
+             srcs: tuple[LazyBuffer, ...] = ()) -> LazyBuffer:
+    return LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op, arg, srcs)
+
+  @staticmethod
+  def from_buffer(buf: Buffer, shape: tuple[int, ...]) -> LazyBuffer:
+    """A realized LazyBuffer holding `buf` (e.g. data copied in from the host)."""
+    ret = LazyBuffer(buf.device, ShapeTracker.from_shape(shape), buf.dtype, MetaOps.EMPTY)
+    ret.buffer, ret.op = buf, None
+    return ret
+
+  def const(self, val: ConstType, shape: tuple[int, ...] | None = None) -> LazyBuffer:
+    """A constant of this buffer's dtype and device, shaped like it unless `shape` is given."""
+    shape = self.shape if shape is None else shape
+    return LazyBuffer.full(val, shape, self.dtype, self.device)
+
+  @staticmethod
+  def full(val: ConstType, shape: tuple[int, ...], dtype: DType, device: str) -> LazyBuffer:
+    base = LazyBuffer.metaop(MetaOps.CONST, (), dtype, device, dtypes.as_const(val, dtype))
+    return base.reshape((1,) * len(shape)).expand(shape)
+
+  def is_unrealized_const(self) -> bool:
+    """A constant that is the same everywhere (no padded region)."""
+    return self.base.op is MetaOps.CONST and all(v.mask is None for v in self.st.views)
+
+  @property
+  def const_value(self) -> ConstType:
+    return self.base.arg  # type: ignore[no-any-return]
+
+  # ---------- compute ----------
+  def contiguous(self) -> LazyBuffer:
+    if self.st.contiguous and self.base is self and self.op is not MetaOps.CONST:
+      return self
+    return LazyBuffer.metaop(MetaOps.CONTIGUOUS, self.shape, self.dtype, self.device, srcs=(self,))
+
+  def cast(self, dtype: DType, bitcast: bool = False) -> LazyBuffer:
+    if self.dtype == dtype:
+      return self
+    if bitcast and self.dtype.itemsize != dtype.itemsize:
+      raise ValueError(f"bitcast from {self.dtype} to {dtype} needs equal item sizes")
+    if self.is_unrealized_const() and not bitcast:
+      return LazyBuffer.full(self.const_value, self.shape, dtype, self.device)
+    op = UnaryOps.BITCAST if bitcast else UnaryOps.CAST
+    return LazyBuffer.metaop(op, self.shape, dtype, self.device, dtype, (self,))  # type: ignore[arg-type]
+
+  def copy_to_device(self, device: str) -> LazyBuffer:
+    if device == self.device:
+      return self
+    if self.is_unrealized_const():
+      return LazyBuffer.full(self.const_value, self.shape, self.dtype, device)
+    return LazyBuffer.metaop(MetaOps.COPY, self.shape, self.dtype, device, srcs=(self.contiguous(),))
+
+  def assign(self, x: LazyBuffer) -> LazyBuffer:
+    assert self.base.realized is not None and self.st.contiguous and self.base is self, "assign needs a realized contiguous target"
+    return LazyBuffer.metaop(MetaOps.ASSIGN, self.shape, self.dtype, self.device, srcs=(x, self))
+
+  def e(self, op: UnaryOps | BinaryOps | TernaryOps, *in_srcs: LazyBuffer) -> LazyBuffer:
+    srcs = (self,) + in_srcs
+    for s in srcs[1:]:
+      if s.shape != self.shape:
+        raise RuntimeError(f"elementwise {op} on shapes {[x.shape for x in srcs]}: broadcast them first")
+    out_dtype = dtypes.bool if op in (BinaryOps.CMPLT, BinaryOps.CMPNE) else srcs[-1].dtype
+    if (folded := self._fold(op, srcs, out_dtype)) is not None:
+      return folded
+    return LazyBuffer.metaop(op, self.shape, out_dtype, self.device, None, srcs)  # type: ignore[arg-type]
+
+  def _fold(self, op: Op, srcs: tuple[LazyBuffer, ...], out_dtype: DType) -> LazyBuffer | None:
+    if all(s.is_unrealized_const() for s in srcs):
+      if op in (BinaryOps.IDIV, BinaryOps.MOD) and srcs[1].const_value == 0:
+        return None
+      return LazyBuffer.full(exec_alu(op, out_dtype, [s.const_value for s in srcs]), self.shape, out_dtype, self.device)
+    if op is BinaryOps.ADD:
+      for a, b in ((srcs[0], srcs[1]), (srcs[1], srcs[0])):
+        if b.is_unrealized_const() and b.const_value == 0:
+          return a
+    if op is BinaryOps.MUL:
+      for a, b in ((srcs[0], srcs[1]), (srcs[1], srcs[0])):
+        if b.is_unrealized_const() and b.const_value == 1:
+          return a
+    if op is BinaryOps.IDIV and srcs[1].is_unrealized_const() and srcs[1].const_value == 1:
+      return srcs[0]
+    return None
+
+  def r(self, op: ReduceOps, axis: tuple[int, ...]) -> LazyBuffer:
+    new_shape = tuple(1 if i in axis else s for i, s in enumerate(self.shape))
+    if self.size == 0 and 0 not in new_shape:  # reducing nothing gives the identity
+      return self.const({ReduceOps.SUM: 0.0, ReduceOps.MAX: dtypes.min(self.dtype)}[op], new_shape)
+    if not axis or all(self.shape[a] == 1 for a in axis):
+      return self.reshape(new_shape)
+    if self.is_unrealized_const() and op is ReduceOps.SUM:
+      return self.const(self.const_value * prod(self.shape[a] for a in axis), new_shape)
+    if self.is_unrealized_const() and op is ReduceOps.MAX:
+      return self.const(self.const_value, new_shape)
+    return LazyBuffer.metaop(op, new_shape, self.dtype, self.device, axis, (self,))  # type: ignore[arg-type]
+
+  # ---------- movement: views only ----------
+  def _view(self, new_st: ShapeTracker) -> LazyBuffer:
+    if self.st.size == 0 or 0 in new_st.shape:
+      return LazyBuffer.full(0, new_st.shape, self.dtype, self.device)
+    if new_st.contiguous and self.base.shape == new_st.shape:
+      return self.base
+    return LazyBuffer(self.device, new_st, self.dtype, base=self.base)
+
+  def reshape(self, arg: tuple[int, ...]) -> LazyBuffer: return self._view(self.st.reshape(arg))
+  def pad(self, arg: tuple[tuple[int, int], ...]) -> LazyBuffer: return self._view(self.st.pad(arg))
+  def expand(self, arg: tuple[int, ...]) -> LazyBuffer: return self._view(self.st.expand(arg))
+  def permute(self, arg: tuple[int, ...]) -> LazyBuffer: return self._view(self.st.permute(arg))
+  def shrink(self, arg: tuple[tuple[int, int], ...]) -> LazyBuffer: return self._view(self.st.shrink(arg))
+  def stride(self, arg: tuple[int, ...]) -> LazyBuffer: return self._view(self.st.stride(arg))

@@ -1,0 +1,206 @@
+"""The op vocabulary shared by the lazy graph and kernel ASTs, LazyOp, and the Python meaning of each ALU op.
+
+`python_alu` is the single definition of what every ALU op computes; the PYTHON device and constant
+folding both use it, so every other backend is checked against it.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from enum import Enum, auto
+from typing import Any, Callable, Union
+
+from tg.dtype import ConstType, DType, dtypes
+
+
+class UnaryOps(Enum):
+  EXP2 = auto(); LOG2 = auto(); CAST = auto(); BITCAST = auto(); SIN = auto(); SQRT = auto()  # noqa: E702
+  NEG = auto(); RECIP = auto()  # noqa: E702
+
+
+class BinaryOps(Enum):
+  ADD = auto(); MUL = auto(); IDIV = auto(); MAX = auto(); MOD = auto(); CMPLT = auto(); CMPNE = auto()  # noqa: E702
+  XOR = auto(); AND = auto(); OR = auto(); SHL = auto(); SHR = auto()  # noqa: E702
+
+
+class TernaryOps(Enum):
+  WHERE = auto()
+
+
+class ReduceOps(Enum):
+  SUM = auto(); MAX = auto()  # noqa: E702
+
+
+class BufferOps(Enum):
+  """Leaves and root of a kernel AST."""
+  LOAD = auto(); CONST = auto(); STORE = auto()  # noqa: E702
+
+
+class MetaOps(Enum):
+  """Lazy-graph ops that are not arithmetic: where data comes from and how it moves."""
+  EMPTY = auto(); CONST = auto(); COPY = auto(); CONTIGUOUS = auto(); ASSIGN = auto()  # noqa: E702
+
+
+Op = Union[UnaryOps, BinaryOps, TernaryOps, ReduceOps, BufferOps, MetaOps]
+ALUOps = Union[UnaryOps, BinaryOps, TernaryOps]
+
+
+@dataclass(frozen=True)
+class MemBuffer:
+  idx: int        # which kernel argument (0 is the output)
+  dtype: DType
+  st: Any         # ShapeTracker
+
+
+@dataclass(frozen=True)
+class ConstBuffer:
+  val: ConstType
+  dtype: DType
+  st: Any         # ShapeTracker
+
+
+@dataclass(frozen=True, eq=False)
+class LazyOp:
+  """One node of a kernel's AST. Compared by structure, so identical kernels share one compile."""
+  op: Op
+  src: tuple[LazyOp, ...] = ()
+  arg: Any = None
+
+  def __post_init__(self) -> None:
+    object.__setattr__(self, "_key", (self.op, tuple(s._key for s in self.src), self.arg))  # type: ignore[attr-defined]
+    object.__setattr__(self, "_hash", hash(self._key))  # type: ignore[attr-defined]
+
+  def __hash__(self) -> int:
+    return self._hash  # type: ignore[attr-defined,no-any-return]
+
+  def __eq__(self, other: object) -> bool:
+    return isinstance(other, LazyOp) and self._key == other._key  # type: ignore[attr-defined]
+
+  @property
+  def dtype(self) -> DType:
+    if self.op in BufferOps:
+      return self.arg.dtype  # type: ignore[no-any-return]
+    if self.op in (UnaryOps.CAST, UnaryOps.BITCAST):
+      return self.arg  # type: ignore[no-any-return]
+    if self.op in (BinaryOps.CMPLT, BinaryOps.CMPNE):
+      return dtypes.bool
+    return self.src[-1].dtype
+
+  def lazyops(self) -> list[LazyOp]:
+    seen: dict[LazyOp, None] = {}
+
+    def walk(x: LazyOp) -> None:
+      if x in seen:
+        return
+      for s in x.src:
+        walk(s)
+      seen[x] = None
+    walk(self)
+    return list(seen)
+
+  def __repr__(self) -> str:
+    return pretty_lazyop(self)
+
+
+def pretty_lazyop(x: LazyOp, indent: int = 0) -> str:
+  arg = "" if x.arg is None else f", arg={x.arg}"
+  if not x.src:
+    return " " * indent + f"LazyOp({x.op}{arg})"
+  inner = ",\n".join(pretty_lazyop(s, indent + 2) for s in x.src)
+  return " " * indent + f"LazyOp({x.op}{arg}, src=(\n{inner}))"
+
+
+# ---------- what each ALU op means, in Python ----------
+
+def _safe(fn: Callable[..., Any], nan_on_error: bool = True) -> Callable[..., Any]:
+  def f(*a: Any) -> Any:
+    try:
+      return fn(*a)
+    except (ValueError, OverflowError, ZeroDivisionError):
+      return math.nan if nan_on_error else 0
+  return f
+
+
+def _exp2(x: float) -> float:
+  try:
+    return 2.0 ** x
+  except OverflowError:
+    return math.inf
+
+
+def _log2(x: float) -> float:
+  if x < 0 or math.isnan(x):
+    return math.nan
+  return -math.inf if x == 0 else (math.inf if math.isinf(x) else math.log2(x))
+
+
+def _sqrt(x: float) -> float:
+  return math.nan if x < 0 or math.isnan(x) else (math.inf if math.isinf(x) else math.sqrt(x))
+
+
+def _sin(x: float) -> float:
+  return math.nan if math.isinf(x) or math.isnan(x) else math.sin(x)
+
+
+def _recip(x: float) -> float:
+  if x == 0:
+    return math.copysign(math.inf, x)
+  return 1.0 / x
+
+
+def _idiv(a: int, b: int) -> int:
+  # C semantics: truncate toward zero; division by zero gives 0 here (C leaves it undefined)
+  return 0 if b == 0 else abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+
+
+def _mod(a: int, b: int) -> int:
+  return 0 if b == 0 else a - _idiv(a, b) * b
+
+
+def _max(a: Any, b: Any) -> Any:
+  if isinstance(a, float) and math.isnan(a):
+    return a
+  if isinstance(b, float) and math.isnan(b):
+    return b
+  return max(a, b)
+
+
+python_alu: dict[Op, Callable[..., Any]] = {
+  UnaryOps.EXP2: _exp2, UnaryOps.LOG2: _log2, UnaryOps.SIN: _sin, UnaryOps.SQRT: _sqrt,
+  UnaryOps.NEG: lambda x: (not x) if isinstance(x, bool) else -x, UnaryOps.RECIP: _recip,
+  BinaryOps.ADD: operator.add, BinaryOps.MUL: operator.mul, BinaryOps.IDIV: _idiv, BinaryOps.MOD: _mod,
+  BinaryOps.MAX: _max, BinaryOps.CMPLT: operator.lt, BinaryOps.CMPNE: operator.ne,
+  BinaryOps.XOR: operator.xor, BinaryOps.AND: operator.and_, BinaryOps.OR: operator.or_,
+  BinaryOps.SHL: operator.lshift, BinaryOps.SHR: operator.rshift,
+  TernaryOps.WHERE: lambda c, a, b: a if c else b,
+}
+
+
+def exec_alu(op: Op, dtype: DType, operands: list[Any]) -> Any:
+  """Apply `op` to Python values and wrap the result into `dtype`, as a device would compute it."""
+  return truncate(dtype, python_alu[op](*operands))
+
+
+def truncate(dtype: DType, x: Any) -> Any:
+  """Round a Python value to what `dtype` can hold (int wrap-around, float32/16 rounding)."""
+  if dtype == dtypes.bool:
+    return bool(x)
+  if dtypes.is_int(dtype):
+    return dtypes.as_const(x, dtype)
+  return _round_float(dtype, float(x))
+
+
+def _round_float(dtype: DType, x: float) -> float:
+  import struct
+  if dtype == dtypes.float64 or math.isnan(x) or math.isinf(x):
+    return x
+  if dtype == dtypes.bfloat16:
+    (bits,) = struct.unpack("<I", struct.pack("<f", _round_float(dtypes.float32, x)))
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000  # round to nearest even
+    return struct.unpack("<f", struct.pack("<I", bits))[0]  # type: ignore[no-any-return]
+  fmt = "<f" if dtype == dtypes.float32 else "<e"
+  try:
+    return struct.unpack(fmt, struct.pack(fmt, x))[0]  # type: ignore[no-any-return]
+  except OverflowError:
+    return math.copysign(math.inf, x)

@@ -1,0 +1,99 @@
+"""Finding and loading device plugins. The public surface is `hookimpl`, `PLUGIN_API_VERSION` and the
+hookspecs module; the loading machinery below is private to tg.
+
+Listing devices reads entry-point metadata only; a plugin module is imported (and registered with
+the pluggy PluginManager) the first time its device is used. A plugin that fails to import, or was
+written for another API version, breaks only its own device: the error is kept and shown when that
+device is asked for.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from tg.plugins import hookspecs
+
+PLUGIN_API_VERSION = 1
+hookimpl = pluggy.HookimplMarker("tg")
+ENTRY_POINT_GROUP = "tg.devices"
+
+
+@dataclass(frozen=True)
+class InstalledDevice:
+  name: str
+  module: str
+  package: str | None
+  version: str | None
+
+
+class PluginError(RuntimeError):
+  pass
+
+
+_pm = pluggy.PluginManager("tg")
+_pm.add_hookspecs(hookspecs)
+_loaded: dict[str, ModuleType] = {}
+_errors: dict[str, str] = {}
+
+
+def _entry_points() -> dict[str, EntryPoint]:
+  eps = {ep.name.upper(): ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+  if (only := os.getenv("TG_PLUGINS")):
+    allowed = {x.strip().upper() for x in only.split(",")}
+    eps = {k: v for k, v in eps.items() if k in allowed}
+  return eps
+
+
+def installed_devices() -> list[InstalledDevice]:
+  """Every device whose package is installed, without importing any of them."""
+  out = []
+  for name, ep in sorted(_entry_points().items()):
+    dist = getattr(ep, "dist", None)
+    out.append(InstalledDevice(name, ep.value, dist.name if dist else None, dist.version if dist else None))
+  return out
+
+
+def package_for(device: str) -> str:
+  """The package that provides `device`, by convention: device NAME comes from package tg-name."""
+  return f"tg-{device.lower()}"
+
+
+def load_plugin(device: str) -> ModuleType:
+  """Import and register the plugin that owns `device` (upper case, no instance number)."""
+  if device in _loaded:
+    return _loaded[device]
+  if device in _errors:
+    raise PluginError(_errors[device])
+  eps = _entry_points()
+  if device not in eps:
+    names = ", ".join(sorted(eps)) or "none"
+    hint = " (it is excluded by TG_PLUGINS)" if os.getenv("TG_PLUGINS") else ""
+    raise PluginError(f"device {device} is not installed{hint}: install it with `pip install {package_for(device)}`. "
+                      f"Installed devices: {names}.")
+  ep = eps[device]
+  try:
+    module = importlib.import_module(ep.value)
+    version = getattr(module, "TG_PLUGIN_API_VERSION", None)
+    if version != PLUGIN_API_VERSION:
+      raise PluginError(f"plugin {ep.value} for device {device} was written for tg plugin API version {version}, "
+                        f"but this tg-core speaks version {PLUGIN_API_VERSION}: upgrade or downgrade {package_for(device)} to match tg-core")
+    if not _pm.is_registered(module):
+      _pm.register(module, name=ep.value)
+  except Exception as e:  # one broken plugin must not take the others down
+    msg = str(e) if isinstance(e, PluginError) else f"device {device} failed to load its plugin {ep.value}: {type(e).__name__}: {e}"
+    _errors[device] = msg
+    raise PluginError(msg) from e
+  _loaded[device] = module
+  return module
+
+
+def hook(name: str, device: str) -> Any:
+  """Call hook `name` for `device`, loading its plugin first."""
+  load_plugin(device)
+  return getattr(_pm.hook, name)(device=device)

@@ -1,0 +1,77 @@
+"""The tg plugin contract: the hooks a device package implements.
+
+A device package declares an entry point in the group ``tg.devices``; the key is the device name in
+upper case and the value is the module holding its hook implementations, e.g. in pyproject.toml::
+
+    [project.entry-points."tg.devices"]
+    CLANG = "tg_clang.plugin"
+
+That module sets ``TG_PLUGIN_API_VERSION`` (see ``tg.plugins.PLUGIN_API_VERSION``) and implements
+the hooks below with ``@tg.plugins.hookimpl``. tg imports the module on first use of the device, checks
+the API version, then calls the hooks. Every hook receives the device name without an instance
+number (``"CLANG"`` for ``"CLANG:1"``) and must return None for devices it does not own: all hooks
+are ``firstresult``, so the first non-None result wins. A plugin may answer for another device with
+``@hookimpl(tryfirst=True)`` to replace one part of it (e.g. a faster compiler).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import pluggy
+
+if TYPE_CHECKING:
+  from tg.device import Allocator, Compiler
+  from tg.renderer import Renderer
+
+hookspec = pluggy.HookspecMarker("tg")
+
+
+# ---------- is the device usable, and how much to prefer it ----------
+
+@hookspec(firstresult=True)
+def tg_device_available(device: str) -> str | None:  # type: ignore[empty-body]
+  """Whether `device` can be used on this machine.
+
+  Return ``""`` (empty string) when it can; otherwise a sentence saying what is missing and what to do,
+  e.g. ``"clang not found on PATH: install clang (apt-get install clang)"``. Used to choose
+  ``Device.DEFAULT`` and to explain errors. First non-None result wins.
+  """
+
+
+@hookspec(firstresult=True)
+def tg_device_priority(device: str) -> int | None:  # type: ignore[empty-body]
+  """How strongly to prefer `device` as the default: GPUs ~100, CPU compilers ~50, interpreters 0.
+
+  Return a negative number for devices that should only be used when asked for by name
+  (e.g. a software-emulated GPU). First non-None result wins.
+  """
+
+
+# ---------- the parts of a device ----------
+
+@hookspec(firstresult=True)
+def tg_renderer(device: str) -> Renderer | None:  # type: ignore[empty-body]
+  """The Renderer that turns linearized UOps into this device's source. Devices that can't run
+  kernels (e.g. DISK) return None. First non-None result wins."""
+
+
+@hookspec(firstresult=True)
+def tg_compiler(device: str) -> Compiler | None:  # type: ignore[empty-body]
+  """The Compiler that turns rendered source into bytes the runtime loads. First non-None result wins."""
+
+
+@hookspec(firstresult=True)
+def tg_allocator(device: str) -> Allocator | None:  # type: ignore[empty-body]
+  """A new Allocator for one instance of `device` (called once per ``NAME:n``). First non-None result wins."""
+
+
+@hookspec(firstresult=True)
+def tg_runtime(device: str) -> Callable[[str, bytes], Any] | None:  # type: ignore[empty-body]
+  """A callable ``(function_name, compiled_bytes) -> program``. The program is called as
+  ``program(*buffers, global_size=..., local_size=..., vals=(...), wait=bool)`` with the allocator's
+  opaque buffers; with ``wait=True`` it returns the run time in seconds. First non-None result wins."""
+
+
+@hookspec(firstresult=True)
+def tg_graph(device: str) -> type | None:  # type: ignore[empty-body]
+  """Optional: a class that replays a list of kernels at once for TinyJit. None: kernels run one by one."""

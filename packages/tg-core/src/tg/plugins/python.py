@@ -1,0 +1,186 @@
+"""The PYTHON device: a UOp interpreter, the reference every other backend is checked against.
+
+It runs like a GPU: one "lane" per global thread id (SPECIAL), every instruction applied to all lanes
+at once, loops (RANGE) shared by all lanes. The "source" is the linear program itself, serialized;
+the meaning of each ALU op is `tg.ops.exec_alu`, the same function constant folding uses.
+"""
+from __future__ import annotations
+
+import itertools
+import pickle
+import struct
+import time
+from typing import Any, Callable
+
+from tg.codegen.uops import UOp, UOps
+from tg.device import Allocator, Compiler
+from tg.dtype import DType, dtypes
+from tg.ops import exec_alu, truncate
+from tg.plugins import hookimpl
+from tg.renderer import Renderer
+
+TG_PLUGIN_API_VERSION = 1
+DEVICE = "PYTHON"
+
+
+class PythonRenderer(Renderer):
+  device = DEVICE
+  global_ids = True
+
+  def render(self, name: str, uops: list[UOp]) -> str:
+    index = {u: i for i, u in enumerate(uops)}
+    # REDUCEs are referenced by their users but live in the program as their DEFINE_ACC
+    for u in uops:
+      if u.op is UOps.DEFINE_ACC:
+        index[u.arg] = index[u]
+    prog = [(u.op.name, u.dtype, [index[s] for s in u.src], u.arg if u.op is not UOps.DEFINE_ACC else None) for u in uops]
+    return pickle.dumps(prog).hex()
+
+
+class PythonCompiler(Compiler):
+  def compile(self, src: str) -> bytes:
+    return bytes.fromhex(src)
+
+
+def _fmt(dt: DType) -> str:
+  return "H" if dt == dtypes.bfloat16 else str(dt.fmt)
+
+
+def _load(buf: memoryview, dt: DType, idx: int) -> Any:
+  if dt == dtypes.bfloat16:
+    return struct.unpack("<f", struct.pack("<I", buf[idx] << 16))[0]
+  return buf[idx]
+
+
+def _store(buf: memoryview, dt: DType, idx: int, val: Any) -> None:
+  if dt == dtypes.bfloat16:
+    (bits,) = struct.unpack("<I", struct.pack("<f", truncate(dtypes.bfloat16, val)))
+    buf[idx] = bits >> 16
+  else:
+    buf[idx] = val
+
+
+def _bitcast(x: Any, src: DType, dst: DType) -> Any:
+  return struct.unpack(_fmt(dst), struct.pack(_fmt(src), x))[0]
+
+
+class PythonProgram:
+  def __init__(self, name: str, lib: bytes) -> None:
+    self.name = name
+    self.uops: list[tuple[str, DType | None, list[int], Any]] = pickle.loads(lib)
+    self.end_of = {u[2][0]: pc for pc, u in enumerate(self.uops) if u[0] == "ENDRANGE"}
+
+  def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (), local_size: tuple[int, ...] = (),
+               vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
+    st = time.perf_counter()
+    lanes = list(itertools.product(*[range(s) for s in reversed(global_size)])) if global_size else [()]
+    n = len(lanes)
+    mvs = [memoryview(b).cast("B") for b in bufs]
+    v: dict[int, list[Any]] = {}
+    buf_of: dict[int, tuple[memoryview, DType]] = {}
+    pc = 0
+    prog = self.uops
+    while pc < len(prog):
+      op, dt, src, arg = prog[pc]
+      if op == "DEFINE_GLOBAL":
+        assert dt is not None
+        buf_of[pc] = (mvs[arg].cast(_fmt(dt.scalar())), dt.scalar())
+      elif op == "CONST":
+        v[pc] = [arg] * n
+      elif op == "SPECIAL":
+        dim = arg[1]
+        v[pc] = [lane[len(global_size) - 1 - dim] for lane in lanes]
+      elif op == "RANGE":
+        start, end = v[src[0]][0], v[src[1]][0]
+        if start >= end:  # an empty loop: continue after its ENDRANGE
+          pc = self.end_of[pc] + 1
+          continue
+        v[pc] = [start] * n
+      elif op == "ENDRANGE":
+        rpc = src[0]
+        if (nxt := v[rpc][0] + 1) < v[prog[rpc][2][1]][0]:
+          v[rpc] = [nxt] * n
+          pc = rpc + 1
+          continue
+      elif op == "LOAD":
+        buf, bdt = buf_of[src[0]]
+        idxs = v[src[1]]
+        if len(src) > 2:
+          valid, alt = v[src[2]], v[src[3]]
+          v[pc] = [_load(buf, bdt, i) if ok else a for i, ok, a in zip(idxs, valid, alt)]
+        else:
+          v[pc] = [_load(buf, bdt, i) for i in idxs]
+      elif op == "STORE":
+        buf, bdt = buf_of[src[0]]
+        for lane, (i, x) in enumerate(zip(v[src[1]], v[src[2]])):
+          if len(src) == 3 or v[src[3]][lane]:
+            _store(buf, bdt, i, x)
+      elif op == "ALU":
+        assert dt is not None
+        v[pc] = [exec_alu(arg, dt, list(xs)) for xs in zip(*[v[s] for s in src])]
+      elif op == "CAST":
+        assert dt is not None
+        v[pc] = [_cast(x, dt) for x in v[src[0]]]
+      elif op == "BITCAST":
+        assert dt is not None
+        src_dt = prog[src[0]][1]
+        assert src_dt is not None
+        v[pc] = [_bitcast(x, src_dt, dt) for x in v[src[0]]]
+      elif op == "DEFINE_ACC":
+        v[pc] = list(v[src[0]])
+      elif op == "ASSIGN":
+        v[src[0]] = v[src[1]]
+      else:
+        raise NotImplementedError(f"PYTHON can't interpret {op}")
+      pc += 1
+    return time.perf_counter() - st if wait else None
+
+
+def _cast(x: Any, dt: DType) -> Any:
+  if dtypes.is_int(dt) and isinstance(x, float):
+    if x != x or x in (float("inf"), float("-inf")):
+      return 0  # C leaves this undefined; pick 0 so results are deterministic
+    x = int(x)  # C truncates toward zero
+  return truncate(dt, x)
+
+
+class PythonAllocator(Allocator):
+  def alloc(self, size: int, options: Any = None) -> Any:
+    return memoryview(bytearray(size))
+
+  def copyin(self, dest: Any, src: memoryview) -> None:
+    dest[:] = src
+
+  def copyout(self, dest: memoryview, src: Any) -> None:
+    dest[:] = src
+
+
+@hookimpl
+def tg_device_available(device: str) -> str | None:
+  return "" if device == DEVICE else None
+
+
+@hookimpl
+def tg_device_priority(device: str) -> int | None:
+  return 0 if device == DEVICE else None  # the slowest device: chosen only when nothing else is usable
+
+
+@hookimpl
+def tg_renderer(device: str) -> Renderer | None:
+  return PythonRenderer() if device == DEVICE else None
+
+
+@hookimpl
+def tg_compiler(device: str) -> Compiler | None:
+  return PythonCompiler() if device == DEVICE else None
+
+
+@hookimpl
+def tg_allocator(device: str) -> Allocator | None:
+  return PythonAllocator() if device == DEVICE else None
+
+
+@hookimpl
+def tg_runtime(device: str) -> Callable[[str, bytes], Any] | None:
+  return PythonProgram if device == DEVICE else None
+

@@ -1,0 +1,48 @@
+"""Renderer: turns a linearized kernel (a list of UOps) into source for one device.
+
+A renderer also declares what its device can do; core reads these capabilities and never the
+device's name. A plugin subclasses Renderer (or CStyleLanguage for C-family languages).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tg.codegen.uops import UOp
+from tg.dtype import DType, dtypes
+
+
+class Renderer:
+  device: str = ""
+  suffix: str = ""                         # kernel name suffix, for DEBUG output
+  global_ids: bool = False                 # True: global dims are hardware thread ids (SPECIAL); False: loops
+  global_max: tuple[int, ...] | None = None  # max size per global dim when global_ids is True
+  has_local: bool = False                  # workgroups / local memory (none in this version of core)
+  supports_float4: bool = False
+  # dtypes the device computes in directly; others are emulated by core (bfloat16 through uint16 bits)
+  unsupported_dtypes: frozenset[DType] = frozenset()
+
+  def render(self, name: str, uops: list[UOp]) -> str:
+    """Source code for one kernel called `name` whose body is the linear program `uops`."""
+    raise NotImplementedError(type(self))
+
+
+@dataclass(frozen=True)
+class Program:
+  """One rendered kernel: everything the runtime needs to launch it."""
+  name: str
+  src: str
+  device: str
+  global_size: tuple[int, ...] = ()
+  local_size: tuple[int, ...] = ()
+  buf_count: int = 0
+  op_estimate: int = 0
+  mem_estimate: int = 0
+  uops: list[UOp] = field(default_factory=list, compare=False, repr=False)
+
+  @property
+  def function_name(self) -> str:
+    return self.name
+
+
+def is_emulated(renderer: Renderer, dt: DType) -> bool:
+  return dt.scalar() in renderer.unsupported_dtypes and dt.scalar() == dtypes.bfloat16

@@ -1,0 +1,134 @@
+"""CStyleLanguage: the shared renderer for C-family languages (C, CUDA, HIP, Metal, ...).
+
+A subclass sets the spelling of its language (type names, the kernel signature, how thread ids and
+math functions are written); the walk over the linear program is here, once.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from tg.codegen.uops import UOp, UOps
+from tg.dtype import DType, dtypes
+from tg.ops import BinaryOps, Op, TernaryOps, UnaryOps
+from tg.renderer import Renderer
+
+
+class CStyleLanguage(Renderer):
+  kernel_prefix: str = ""
+  buffer_prefix: str = ""
+  arg_int_prefix: str = "const int"
+  type_map: dict[DType, str] = {}
+  infinity: str = "INFINITY"
+  nan: str = "NAN"
+  code_for_op: dict[Op, Callable[..., str]] = {
+    UnaryOps.NEG: lambda x, dt: f"(!{x})" if dt == dtypes.bool else f"(-{x})",
+    UnaryOps.SQRT: lambda x, dt: f"sqrt({x})", UnaryOps.EXP2: lambda x, dt: f"exp2({x})",
+    UnaryOps.LOG2: lambda x, dt: f"log2({x})", UnaryOps.SIN: lambda x, dt: f"sin({x})",
+    UnaryOps.RECIP: lambda x, dt: f"(1/{x})",
+    BinaryOps.ADD: lambda a, b, dt: f"({a}+{b})", BinaryOps.MUL: lambda a, b, dt: f"({a}*{b})",
+    BinaryOps.IDIV: lambda a, b, dt: f"({a}/{b})", BinaryOps.MOD: lambda a, b, dt: f"({a}%{b})",
+    BinaryOps.MAX: lambda a, b, dt: f"(({a}>{b}||{a}!={a})?{a}:{b})",
+    BinaryOps.CMPLT: lambda a, b, dt: f"({a}<{b})", BinaryOps.CMPNE: lambda a, b, dt: f"({a}!={b})",
+    BinaryOps.XOR: lambda a, b, dt: f"({a}^{b})", BinaryOps.AND: lambda a, b, dt: f"({a}&{b})",
+    BinaryOps.OR: lambda a, b, dt: f"({a}|{b})", BinaryOps.SHL: lambda a, b, dt: f"({a}<<{b})",
+    BinaryOps.SHR: lambda a, b, dt: f"({a}>>{b})",
+    TernaryOps.WHERE: lambda c, a, b, dt: f"({c}?{a}:{b})",
+  }
+
+  def render_dtype(self, dt: DType) -> str:
+    return self.type_map.get(dt, dt.name)
+
+  def render_const(self, x: object, dt: DType) -> str:
+    if dtypes.is_float(dt):
+      assert isinstance(x, float)
+      if math.isnan(x):
+        val = self.nan
+      elif math.isinf(x):
+        val = ("-" if x < 0 else "") + self.infinity
+      else:
+        val = f"{x!r}f" if dt == dtypes.float32 else repr(x)
+      return val if dt in (dtypes.float32, dtypes.float64) else f"({self.render_dtype(dt)})({val})"
+    if dt == dtypes.bool:
+      return "1" if x else "0"
+    if dtypes.is_unsigned(dt):
+      return f"{x}u" if dt.itemsize < 8 else f"{x}ull"
+    if dt.itemsize == 8:
+      return f"{x}ll" if x != dtypes.min(dt) else f"({x + 1}ll-1)"
+    return f"({x})" if dt != dtypes.int32 else (str(x) if x != dtypes.min(dt) else f"({x + 1}-1)")
+
+  def render_cast(self, x: str, dt: DType) -> str:
+    return f"({self.render_dtype(dt)})({x})"
+
+  def render_bitcast(self, x: str, from_dt: DType, to_dt: DType) -> str:
+    raise NotImplementedError(f"{type(self).__name__} can't bitcast {from_dt} to {to_dt}")
+
+  def render_special(self, u: UOp) -> str:
+    raise NotImplementedError(f"{type(self).__name__} has no thread ids: set global_ids = False")
+
+  def render_kernel(self, name: str, kernel: list[str], bufs: list[tuple[str, DType]]) -> str:
+    args = ", ".join(f"{self.buffer_prefix}{self.render_dtype(dt.scalar())}* restrict {n}" for n, dt in bufs)
+    body = "\n".join(kernel)
+    return f"{self.kernel_prefix}void {name}({args}) {{\n{body}\n}}"
+
+  def render(self, name: str, uops: list[UOp]) -> str:
+    r: dict[UOp, str] = {}
+    lines: list[str] = []
+    bufs: list[tuple[str, DType]] = []
+    depth = 1
+    counter: dict[str, int] = {}
+
+    def ssa(prefix: str, u: UOp) -> str:
+      counter[prefix] = counter.get(prefix, 0) + 1
+      r[u] = f"{prefix}{counter[prefix] - 1}"
+      return r[u]
+
+    def line(s: str) -> None:
+      lines.append("  " * depth + s)
+
+    for u in uops:
+      dt = u.dtype
+      if u.op is UOps.DEFINE_GLOBAL:
+        assert dt is not None
+        r[u] = f"data{u.arg}"
+        bufs.append((r[u], dt))
+      elif u.op is UOps.CONST:
+        assert dt is not None
+        r[u] = self.render_const(u.arg, dt)
+      elif u.op is UOps.RANGE:
+        i = ssa("ridx" if u.arg[1] else "gidx", u)
+        line(f"for (int {i} = {r[u.src[0]]}; {i} < {r[u.src[1]]}; {i}++) {{")
+        depth += 1
+      elif u.op is UOps.ENDRANGE:
+        depth -= 1
+        line("}")
+      elif u.op is UOps.SPECIAL:
+        line(f"int {ssa('gidx', u)} = {self.render_special(u)}; /* {u.arg[2]} */")
+      elif u.op is UOps.LOAD:
+        assert dt is not None
+        val = f"{r[u.src[0]]}[{r[u.src[1]]}]"
+        if len(u.src) > 2:  # a gated load reads only where valid, so masked indices may be out of bounds
+          val = f"({r[u.src[2]]}?{val}:{r[u.src[3]]})"
+        line(f"{self.render_dtype(dt)} {ssa('val', u)} = {val};")
+      elif u.op is UOps.STORE:
+        st = f"{r[u.src[0]]}[{r[u.src[1]]}] = {r[u.src[2]]};"
+        line(st if len(u.src) == 3 else f"if ({r[u.src[3]]}) {{ {st} }}")
+      elif u.op is UOps.DEFINE_ACC:
+        assert dt is not None
+        line(f"{self.render_dtype(dt)} {ssa('acc', u)} = {r[u.src[0]]};")
+        r[u.arg] = r[u]  # the REDUCE's value is this accumulator
+      elif u.op is UOps.ASSIGN:
+        line(f"{r[u.src[0]]} = {r[u.src[1]]};")
+      elif u.op is UOps.ALU:
+        assert dt is not None
+        code = self.code_for_op[u.arg](*[r[s] for s in u.src], dt)
+        line(f"{self.render_dtype(dt)} {ssa('alu', u)} = {code};")
+      elif u.op is UOps.CAST:
+        assert dt is not None
+        line(f"{self.render_dtype(dt)} {ssa('cast', u)} = {self.render_cast(r[u.src[0]], dt)};")
+      elif u.op is UOps.BITCAST:
+        assert dt is not None and u.src[0].dtype is not None
+        line(f"{self.render_dtype(dt)} {ssa('cast', u)} = {self.render_bitcast(r[u.src[0]], u.src[0].dtype, dt)};")
+      else:
+        raise NotImplementedError(f"{type(self).__name__} can't render {u.op}")
+    return self.render_kernel(name, lines, bufs)

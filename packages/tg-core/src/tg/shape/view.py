@@ -1,0 +1,153 @@
+"""View: one strided window onto a flat buffer (shape, strides, offset and an optional validity mask).
+
+Every movement op is arithmetic on these five fields; no data moves. `pad` grows the shape and records
+the valid region in `mask` (reads outside it give 0); `reshape` re-expresses the same addresses with
+a new shape when it can, and returns None when it can't (the ShapeTracker then stacks a new View).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from tg.helpers import prod
+
+
+def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+  """Row-major strides, with 0 for size-1 dimensions (so equal views compare equal)."""
+  strides, acc = [], 1
+  for s in reversed(shape):
+    strides.append(acc if s != 1 else 0)
+    acc *= s
+  return tuple(reversed(strides))
+
+
+def _canonical_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
+  return tuple(0 if s == 1 else st for s, st in zip(shape, strides))
+
+
+@dataclass(frozen=True)
+class View:
+  shape: tuple[int, ...]
+  strides: tuple[int, ...]
+  offset: int
+  mask: tuple[tuple[int, int], ...] | None
+  contiguous: bool
+
+  @staticmethod
+  @functools.lru_cache(maxsize=None)
+  def create(shape: tuple[int, ...], strides: tuple[int, ...] | None = None, offset: int = 0,
+             mask: tuple[tuple[int, int], ...] | None = None) -> View:
+    if any(s < 0 for s in shape):
+      raise ValueError(f"shape can't have negative sizes: {shape}")
+    strides = _canonical_strides(shape, strides) if strides is not None else strides_for_shape(shape)
+    if mask is not None:
+      if all(m == (0, s) for m, s in zip(mask, shape)):
+        mask = None
+      elif any(b >= e for b, e in mask):  # nothing is valid: every read is 0
+        strides, offset, mask = (0,) * len(shape), 0, ((0, 0),) * len(shape)
+    contiguous = offset == 0 and mask is None and strides == strides_for_shape(shape)
+    return View(shape, strides, offset, mask, contiguous)
+
+  def size(self) -> int:
+    return prod(self.shape)
+
+  # ---------- movement ops ----------
+  def permute(self, axis: tuple[int, ...]) -> View:
+    return View.create(tuple(self.shape[a] for a in axis), tuple(self.strides[a] for a in axis), self.offset,
+                       tuple(self.mask[a] for a in axis) if self.mask is not None else None)
+
+  def expand(self, new_shape: tuple[int, ...]) -> View:
+    if 0 in self.shape:
+      return View.create(new_shape)
+    mask = None
+    if self.mask is not None:
+      mask = tuple(m if s == ns else ((0, 0) if m == (0, 0) else (0, ns)) for m, s, ns in zip(self.mask, self.shape, new_shape))
+    return View.create(new_shape, self.strides, self.offset, mask)
+
+  def shrink(self, arg: tuple[tuple[int, int], ...]) -> View:
+    offset = self.offset + sum(b * st for (b, _), st in zip(arg, self.strides))
+    mask = None
+    if self.mask is not None:
+      mask = tuple((max(mb, b) - b, min(me, e) - b) for (mb, me), (b, e) in zip(self.mask, arg))
+      mask = tuple((b, max(b, e)) for b, e in mask)
+    return View.create(tuple(e - b for b, e in arg), self.strides, offset, mask)
+
+  def pad(self, arg: tuple[tuple[int, int], ...]) -> View:
+    if all(b == 0 and a == 0 for b, a in arg):
+      return self
+    shape = tuple(s + b + a for s, (b, a) in zip(self.shape, arg))
+    old_mask = self.mask if self.mask is not None else tuple((0, s) for s in self.shape)
+    mask = tuple((mb + b, me + b) for (mb, me), (b, _) in zip(old_mask, arg))
+    offset = self.offset - sum(b * st for (b, _), st in zip(arg, self.strides))
+    return View.create(shape, self.strides, offset, mask)
+
+  def stride(self, mul: tuple[int, ...]) -> View:
+    """Take every mul-th element along each axis; a negative mul walks the axis backwards (flip)."""
+    offset = self.offset + sum(st * (s - 1) for s, st, m in zip(self.shape, self.strides, mul) if m < 0)
+    strides = tuple(st * m for st, m in zip(self.strides, mul))
+    shape = tuple((s + abs(m) - 1) // abs(m) for s, m in zip(self.shape, mul))
+    mask = None
+    if self.mask is not None:
+      mask = tuple(
+        (((mb if m > 0 else s - me) + abs(m) - 1) // abs(m), ((me if m > 0 else s - mb) + abs(m) - 1) // abs(m))
+        for (mb, me), s, m in zip(self.mask, self.shape, mul))
+    return View.create(shape, strides, offset, mask)
+
+  def reshape(self, new_shape: tuple[int, ...]) -> View | None:
+    """The same addresses under `new_shape`, or None when one View can't express them."""
+    if self.shape == new_shape:
+      return self
+    if prod(self.shape) != prod(new_shape):
+      raise ValueError(f"can't reshape {self.shape} to {new_shape}: sizes differ")
+    if 0 in self.shape:
+      return View.create(new_shape)
+    if self.contiguous:
+      return View.create(new_shape)
+    # only size-1 axes added or removed: carry strides and mask over unchanged
+    if tuple(s for s in self.shape if s != 1) == tuple(s for s in new_shape if s != 1):
+      keep = [i for i, s in enumerate(self.shape) if s != 1]
+      strides, mask, j = [], [], 0
+      for s in new_shape:
+        if s == 1:
+          strides.append(0)
+          mask.append((0, 1) if self.mask is None or all(self.mask[i] != (0, 0) for i in range(len(self.shape))) else (0, 0))
+        else:
+          strides.append(self.strides[keep[j]])
+          mask.append(self.mask[keep[j]] if self.mask is not None else (0, s))
+          j += 1
+      return View.create(new_shape, tuple(strides), self.offset, tuple(mask) if self.mask is not None else None)
+    if self.mask is not None:
+      return None
+    new_strides = _reshape_strides(self.shape, self.strides, new_shape)
+    return View.create(new_shape, new_strides, self.offset) if new_strides is not None else None
+
+
+def _reshape_strides(old_shape: tuple[int, ...], old_strides: tuple[int, ...], new_shape: tuple[int, ...]) -> tuple[int, ...] | None:
+  """Strides that address the same elements under new_shape, when groups of old axes that merge are
+  themselves laid out contiguously relative to each other (numpy's no-copy reshape rule)."""
+  old = [(s, st) for s, st in zip(old_shape, old_strides) if s != 1]
+  new_idx = [i for i, s in enumerate(new_shape) if s != 1]
+  new = [new_shape[i] for i in new_idx]
+  out = [0] * len(new)
+  oi = ni = 0
+  while ni < len(new) and oi < len(old):
+    np_, op_ = new[ni], old[oi][0]
+    nj, oj = ni + 1, oi + 1
+    while np_ != op_:
+      if np_ < op_:
+        np_ *= new[nj]
+        nj += 1
+      else:
+        op_ *= old[oj][0]
+        oj += 1
+    for ok in range(oi, oj - 1):  # the merged old axes must be contiguous with each other
+      if old[ok][1] != old[ok + 1][0] * old[ok + 1][1]:
+        return None
+    out[nj - 1] = old[oj - 1][1]
+    for nk in range(nj - 1, ni, -1):
+      out[nk - 1] = out[nk] * new[nk]
+    ni, oi = nj, oj
+  strides = [0] * len(new_shape)
+  for i, st in zip(new_idx, out):
+    strides[i] = st
+  return tuple(strides)

@@ -1,0 +1,723 @@
+"""Tensor: the user API, torch-like. Built only from autograd Functions and movement ops; it never
+touches a device directly (data moves in and out through Buffers, compute through the scheduler)."""
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Sequence
+
+import tg.function as F
+from tg.device import Buffer, Device
+from tg.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
+from tg.engine.realize import run_schedule
+from tg.engine.schedule import create_schedule
+from tg.helpers import all_int, argfix, prod
+from tg.lazy import LazyBuffer
+from tg.ops import MetaOps
+
+Scalar = ConstType
+
+
+def _broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+  ndim = max(len(s) for s in shapes)
+  padded = [(1,) * (ndim - len(s)) + s for s in shapes]
+  out = []
+  for dims in zip(*padded):
+    sizes = {d for d in dims if d != 1}
+    if len(sizes) > 1:
+      raise ValueError(f"shapes {' and '.join(str(s) for s in shapes)} can't be broadcast together (sizes {sorted(sizes)} in one axis)")
+    out.append(sizes.pop() if sizes else 1)
+  return tuple(out)
+
+
+def _from_host(data: Any, dtype: DType | None, device: str) -> LazyBuffer:
+  """Copy host data (a list, numpy array or bytes) into a new buffer on `device`."""
+  import numpy as np
+  if isinstance(data, bytes):
+    arr = np.frombuffer(data, dtype=np.uint8)
+  elif isinstance(data, np.ndarray):
+    arr = data
+  else:
+    arr = np.array(data, dtype=(dtype or dtypes.from_py(data)).np if dtype != dtypes.bfloat16 else np.float32)
+  if arr.dtype == object:
+    raise TypeError(f"can't make a Tensor from {type(data).__name__} of mixed or non-numeric values")
+  target = dtype or dtypes.from_np(arr.dtype)
+  stored = dtypes.float32 if target == dtypes.bfloat16 else target  # bfloat16 is rounded on device
+  arr = np.ascontiguousarray(arr.astype(stored.np, copy=False))
+  buf = Buffer(device, arr.size, stored).copyin(memoryview(arr.reshape(-1).view(np.uint8)))
+  lb = LazyBuffer.from_buffer(buf, arr.shape)
+  return lb.cast(target) if stored != target else lb
+
+
+class Tensor:
+  """A multi-dimensional array on a device, with autograd.
+
+  Operations build a lazy graph; `realize()` (or reading the data) runs it.
+  """
+  __slots__ = ("lazydata", "requires_grad", "grad", "_ctx")
+  training: ClassVar[bool] = False
+  no_grad: ClassVar[bool] = False
+  _seed: ClassVar[int] = 0
+  _rng_counter: ClassVar[int] = 0
+
+  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None) -> None:
+    dtype = to_dtype(dtype) if dtype is not None else None
+    device = Device.canonicalize(device)
+    self.grad: Tensor | None = None
+    self.requires_grad: bool | None = requires_grad
+    self._ctx: F.Function | None = None
+    if isinstance(data, LazyBuffer):
+      lb = data if dtype is None or dtype == data.dtype else data.cast(dtype)
+    elif isinstance(data, (bool, int, float)):
+      lb = LazyBuffer.full(data, (), dtype or dtypes.from_py(data), device)
+    elif data is None:
+      lb = LazyBuffer.full(0, (0,), dtype or dtypes.default_float, device)
+    elif isinstance(data, (list, tuple, bytes)) or type(data).__module__ == "numpy":
+      lb = _from_host(data, dtype, device)
+    else:
+      raise TypeError(f"can't make a Tensor from {type(data).__name__}: use a number, list, bytes or numpy array")
+    self.lazydata = lb if lb.device == device else lb.copy_to_device(device)
+
+  def __repr__(self) -> str:
+    return f"<Tensor {self.lazydata!r} on {self.device} with grad {(self.grad.lazydata if self.grad is not None else None)!r}>"
+
+  def __hash__(self) -> int:
+    return id(self)
+
+  def __bool__(self) -> bool:
+    raise TypeError("the truth value of a Tensor is ambiguous: use .item(), .numpy(), or (t == x).all()-style reductions")
+
+  def __len__(self) -> int:
+    if not self.shape:
+      raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+
+  @property
+  def device(self) -> str: return self.lazydata.device
+  @property
+  def shape(self) -> tuple[int, ...]: return self.lazydata.shape
+  @property
+  def dtype(self) -> DType: return self.lazydata.dtype
+  @property
+  def ndim(self) -> int: return len(self.shape)
+  def numel(self) -> int: return prod(self.shape)
+  def element_size(self) -> int: return self.dtype.itemsize
+  def nbytes(self) -> int: return self.numel() * self.element_size()
+  def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)
+
+  # ---------- running and reading ----------
+  @staticmethod
+  def realize_all(*tensors: Tensor) -> None:
+    run_schedule(create_schedule([t.lazydata for t in tensors]))
+
+  def realize(self) -> Tensor:
+    Tensor.realize_all(self)
+    return self
+
+  def _data_buffer(self) -> Buffer:
+    """A buffer holding exactly this tensor's elements in row-major order."""
+    lb = self.lazydata
+    if not (lb.base is lb and lb.realized is not None and lb.st.contiguous):
+      lb = lb.contiguous()
+      if lb.base is not lb:  # contiguous() of a realized contiguous view returns it: force a copy kernel
+        lb = LazyBuffer.metaop(MetaOps.CONTIGUOUS, lb.shape, lb.dtype, lb.device, srcs=(lb,))
+      run_schedule(create_schedule([lb]))
+    buf = lb.base.buffer
+    return buf.ensure_allocated() if prod(self.shape) == 0 else buf
+
+  def numpy(self) -> Any:
+    import numpy as np
+    if prod(self.shape) == 0:
+      return np.zeros(self.shape, dtype=np.float32 if self.dtype == dtypes.bfloat16 else self.dtype.np)
+    return self._data_buffer().numpy().reshape(self.shape).copy()
+
+  def data(self) -> memoryview:
+    return self._data_buffer().as_buffer()
+
+  def tolist(self) -> Any:
+    return self.numpy().tolist()
+
+  def item(self) -> Scalar:
+    if self.numel() != 1:
+      raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+    return self.numpy().reshape(()).item()  # type: ignore[no-any-return]
+
+  def to(self, device: str | None) -> Tensor:
+    device = Device.canonicalize(device)
+    if device == self.device:
+      return self
+    ret = Tensor(self.lazydata.copy_to_device(device), device, requires_grad=self.requires_grad)
+    if self.grad is not None:
+      ret.grad = self.grad.to(device)
+    return ret
+
+  def detach(self) -> Tensor:
+    return Tensor(self.lazydata, device=self.device, requires_grad=False)
+
+  def contiguous(self) -> Tensor: return F.Contiguous.apply(self)  # type: ignore[no-any-return]
+
+  # ---------- creation ----------
+  @staticmethod
+  def full(shape: int | tuple[int, ...], fill_value: Scalar, **kwargs: Any) -> Tensor:
+    shape = argfix(shape)
+    if not all_int(shape) or any(s < 0 for s in shape):
+      raise ValueError(f"bad shape {shape}: sizes must be non-negative ints")
+    dtype = to_dtype(kwargs.pop("dtype")) if kwargs.get("dtype") is not None else dtypes.from_py(fill_value)
+    kwargs.pop("dtype", None)
+    return Tensor(LazyBuffer.full(fill_value, shape, dtype, Device.canonicalize(kwargs.pop("device", None))), **kwargs)
+
+  @staticmethod
+  def zeros(*shape: Any, **kwargs: Any) -> Tensor:
+    return Tensor.full(argfix(*shape), 0.0, **{"dtype": dtypes.default_float, **kwargs})
+
+  @staticmethod
+  def ones(*shape: Any, **kwargs: Any) -> Tensor:
+    return Tensor.full(argfix(*shape), 1.0, **{"dtype": dtypes.default_float, **kwargs})
+
+  @staticmethod
+  def empty(*shape: Any, **kwargs: Any) -> Tensor:
+    dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+    lb = LazyBuffer.metaop(MetaOps.EMPTY, argfix(*shape), dtype, Device.canonicalize(kwargs.pop("device", None)))
+    return Tensor(lb, **kwargs)
+
+  @staticmethod
+  def _arange_small(n: int, device: str) -> Tensor:
+    """0..n-1 as int32 with one reduction over a sliding window of a padded constant (no data needed):
+    row i of the window sees [0]*(n-1) + [1]*n shifted by i, so it holds i+1 ones."""
+    if n <= 1:
+      return Tensor.zeros(n, dtype=dtypes.int32, device=device)
+    length = 2 * n - 1
+    x = Tensor.ones(n, dtype=dtypes.int32, device=device).pad(((n - 1, 0),))
+    windows = x.reshape(1, length).expand(n, length).reshape(n * length).pad(((0, n),)).reshape(n, length + 1)[:, :n]
+    return windows.sum(1) - 1
+
+  @staticmethod
+  def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, **kwargs: Any) -> Tensor:
+    if stop is None:
+      start, stop = 0, start
+    if step == 0:
+      raise ValueError("arange step must not be zero")
+    dtype = to_dtype(kwargs.pop("dtype")) if kwargs.get("dtype") is not None else dtypes.from_py([start, stop, step])
+    kwargs.pop("dtype", None)
+    device = Device.canonicalize(kwargs.pop("device", None))
+    n = max(0, math.ceil((stop - start) / step))
+    # for large n, two small aranges of about sqrt(n) combine into n: O(n) work in three kernels
+    cols = max(1, math.isqrt(n - 1) + 1) if n > 256 else n
+    rows = -(-n // cols) if cols else 0
+    if rows <= 1:
+      idx = Tensor._arange_small(n, device)
+    else:
+      idx = (Tensor._arange_small(rows, device).reshape(rows, 1) * cols + Tensor._arange_small(cols, device).reshape(1, cols)).flatten()[:n]
+    ret = idx.cast(dtype) * step + start if (step, start) != (1, 0) else idx.cast(dtype)
+    return Tensor(ret.cast(dtype).lazydata, device=device, **kwargs)
+
+  @staticmethod
+  def eye(n: int, m: int | None = None, **kwargs: Any) -> Tensor:
+    m = n if m is None else m
+    dtype = kwargs.pop("dtype", dtypes.default_float)
+    device = kwargs.pop("device", None)
+    if n == 0 or m == 0:
+      return Tensor.zeros(n, m, dtype=dtype, device=device, **kwargs)
+    k = max(n, m)
+    ones = Tensor.ones(k, 1, dtype=dtype, device=device).pad(((0, 0), (0, k))).flatten()[:k * k].reshape(k, k)
+    return Tensor(ones[:n, :m].lazydata, **kwargs)
+
+  def full_like(self, fill_value: Scalar, **kwargs: Any) -> Tensor:
+    return Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kwargs})
+
+  def zeros_like(self, **kwargs: Any) -> Tensor: return self.full_like(0, **kwargs)
+  def ones_like(self, **kwargs: Any) -> Tensor: return self.full_like(1, **kwargs)
+
+  # ---------- random numbers: a counter-based hash, computed on the device ----------
+  @staticmethod
+  def manual_seed(seed: int = 0) -> None:
+    Tensor._seed, Tensor._rng_counter = seed, 0
+
+  @staticmethod
+  def _random_bits(n: int, device: str) -> Tensor:
+    """n uint32 random words: a stateless integer hash of (seed, counter), so a seed gives the same
+    numbers on every device."""
+    counter = Tensor.arange(n, device=device, dtype=dtypes.int32).cast(dtypes.uint32) + (Tensor._rng_counter & 0xFFFFFFFF)
+    Tensor._rng_counter += n
+    x = counter * 0x9E3779B9 + ((Tensor._seed * 0x85EBCA6B + 0x1B873593) & 0xFFFFFFFF)
+    for mul in (0x7FEB352D, 0x846CA68B):  # two rounds of a 32-bit finalizer (xorshift-multiply)
+      x = (x ^ x.rshift(16)) * mul
+    return x ^ x.rshift(16)
+
+  @staticmethod
+  def rand(*shape: Any, **kwargs: Any) -> Tensor:
+    """Uniform in [0, 1)."""
+    shape = argfix(*shape)
+    dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+    device = Device.canonicalize(kwargs.pop("device", None))
+    bits = Tensor._random_bits(prod(shape), device)
+    u = bits.rshift(8).cast(dtypes.float32) * (1.0 / (1 << 24))  # 24 random bits: exact in float32
+    return Tensor(u.reshape(shape).cast(dtype).lazydata, device=device, **kwargs)
+
+  @staticmethod
+  def randn(*shape: Any, **kwargs: Any) -> Tensor:
+    """Standard normal, by the Box-Muller transform of two uniforms."""
+    shape = argfix(*shape)
+    dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+    device = Device.canonicalize(kwargs.pop("device", None))
+    u = Tensor.rand(2, prod(shape), device=device)
+    r = (1 - u[0]).log().mul(-2).sqrt()  # 1 - u is in (0, 1]: log is finite
+    z = r * (u[1] * (2 * math.pi)).add(math.pi / 2).sin()
+    return Tensor(z.reshape(shape).cast(dtype).lazydata, device=device, **kwargs)
+
+  def rand_like(self, **kwargs: Any) -> Tensor:
+    return Tensor.rand(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
+
+  def randn_like(self, **kwargs: Any) -> Tensor:
+    return Tensor.randn(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
+
+  # ---------- autograd ----------
+  def _toposort(self) -> list[Tensor]:
+    order: list[Tensor] = []
+    seen: set[int] = set()
+    stack: list[tuple[Tensor, bool]] = [(self, False)]
+    while stack:
+      t, expanded = stack.pop()
+      if expanded:
+        order.append(t)
+        continue
+      if id(t) in seen:
+        continue
+      seen.add(id(t))
+      stack.append((t, True))
+      if t._ctx is not None:
+        stack.extend((p, False) for p in t._ctx.parents if id(p) not in seen)
+    return order
+
+  def backward(self, gradient: Tensor | None = None) -> Tensor:
+    if gradient is None:
+      if self.shape != ():
+        raise RuntimeError(f"backward() without a gradient needs a scalar (shape ()), this tensor has shape {self.shape}; "
+                           "call .sum() first or pass gradient=")
+      gradient = Tensor(1.0, dtype=self.dtype, device=self.device, requires_grad=False)
+    if gradient.shape != self.shape:
+      raise ValueError(f"gradient shape {gradient.shape} does not match tensor shape {self.shape}")
+    if self._ctx is None and not self.requires_grad:
+      raise RuntimeError("this tensor does not require grad and has no graph: set requires_grad=True on an input")
+    self.grad = gradient
+    for t0 in reversed(self._toposort()):
+      if t0._ctx is None or t0.grad is None:
+        continue
+      grads = t0._ctx.backward(t0.grad.lazydata)
+      grads = [grads] if len(t0._ctx.parents) == 1 else grads
+      for t, g in zip(t0._ctx.parents, grads):
+        if g is None or not t.requires_grad:
+          continue
+        assert g.shape == t.shape, f"gradient shape {g.shape} != {t.shape} in {type(t0._ctx).__name__}"
+        gt = Tensor(g, device=self.device, requires_grad=False)
+        t.grad = gt if t.grad is None else (t.grad + gt)
+      t0._ctx = None
+    return self
+
+  # ---------- movement ----------
+  def _resolve_axis(self, axis: int, ndim: int | None = None) -> int:
+    ndim = self.ndim if ndim is None else ndim
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+      raise IndexError(f"axis {axis} is out of range for a tensor with {ndim} dimensions")
+    return axis + ndim if axis < 0 else axis
+
+  def reshape(self, shape: Any, *args: int) -> Tensor:
+    new_shape = argfix(shape, *args)
+    if new_shape.count(-1) > 1:
+      raise ValueError(f"only one dimension of {new_shape} can be -1")
+    if -1 in new_shape:
+      rest = prod(s for s in new_shape if s != -1)
+      if rest == 0 or self.numel() % rest:
+        raise ValueError(f"can't reshape {self.shape} to {new_shape}")
+      new_shape = tuple(self.numel() // rest if s == -1 else s for s in new_shape)
+    if prod(new_shape) != self.numel() or any(s < 0 for s in new_shape):
+      raise ValueError(f"can't reshape {self.shape} ({self.numel()} elements) to {new_shape}")
+    return self if new_shape == self.shape else F.Reshape.apply(self, shape=new_shape)  # type: ignore[no-any-return]
+
+  view = reshape
+
+  def expand(self, shape: Any, *args: int) -> Tensor:
+    new_shape = argfix(shape, *args)
+    if len(new_shape) < self.ndim:
+      raise ValueError(f"can't expand {self.shape} to fewer dimensions {new_shape}")
+    new_shape = tuple(s if ns == -1 else ns for s, ns in zip((1,) * (len(new_shape) - self.ndim) + self.shape, new_shape))
+    base = self.reshape((1,) * (len(new_shape) - self.ndim) + self.shape)
+    for s, ns in zip(base.shape, new_shape):
+      if s != ns and s != 1:
+        raise ValueError(f"can't expand {self.shape} to {new_shape}: only size-1 axes can grow")
+    return base if new_shape == base.shape else F.Expand.apply(base, shape=new_shape)  # type: ignore[no-any-return]
+
+  def permute(self, order: Any, *args: int) -> Tensor:
+    order = tuple(self._resolve_axis(a) for a in argfix(order, *args))
+    if sorted(order) != list(range(self.ndim)):
+      raise ValueError(f"permute order {order} is not a permutation of {self.ndim} axes")
+    return F.Permute.apply(self, order=order)  # type: ignore[no-any-return]
+
+  def transpose(self, ax1: int = 1, ax2: int = 0) -> Tensor:
+    order = list(range(self.ndim))
+    a, b = self._resolve_axis(ax1), self._resolve_axis(ax2)
+    order[a], order[b] = order[b], order[a]
+    return self.permute(order)
+
+  @property
+  def T(self) -> Tensor: return self.transpose()
+
+  def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    if self.ndim == 0:
+      return self.reshape(1)
+    s, e = self._resolve_axis(start_dim), self._resolve_axis(end_dim)
+    return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+
+  def squeeze(self, dim: int | None = None) -> Tensor:
+    if dim is None:
+      return self.reshape(tuple(s for s in self.shape if s != 1))
+    d = self._resolve_axis(dim)
+    return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
+
+  def unsqueeze(self, dim: int) -> Tensor:
+    d = self._resolve_axis(dim, self.ndim + 1)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+  def pad(self, padding: Sequence[tuple[int, int] | None], value: float = 0.0) -> Tensor:
+    """Pad each axis by (before, after) with `value`; None leaves an axis alone."""
+    if len(padding) != self.ndim:
+      raise ValueError(f"pad needs one (before, after) per axis: got {len(padding)} for {self.ndim} axes")
+    arg = tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)
+    if any(b < 0 or a < 0 for b, a in arg):
+      raise ValueError(f"negative padding {arg}: use shrink or slicing to cut")
+    if all(p == (0, 0) for p in arg):
+      return self
+    ret = F.Pad.apply(self, arg=arg)
+    if value == 0:
+      return ret  # type: ignore[no-any-return]
+    valid = F.Pad.apply(Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device), arg=arg)
+    return valid.where(ret, value)  # type: ignore[no-any-return]
+
+  def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
+    if len(arg) != self.ndim:
+      raise ValueError(f"shrink needs one (start, end) per axis: got {len(arg)} for {self.ndim} axes")
+    narg = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for a, s in zip(arg, self.shape))
+    for (b, e), s in zip(narg, self.shape):
+      if not 0 <= b <= e <= s:
+        raise ValueError(f"shrink {narg} is out of bounds for shape {self.shape}")
+    return self if narg == tuple((0, s) for s in self.shape) else F.Shrink.apply(self, arg=narg)  # type: ignore[no-any-return]
+
+  def flip(self, axis: int | Sequence[int], *args: int) -> Tensor:
+    axes = tuple(self._resolve_axis(a) for a in argfix(axis, *args))
+    return F.Flip.apply(self, axis=axes)  # type: ignore[no-any-return]
+
+  def _take_every(self, axis: int, step: int) -> Tensor:
+    """Every step-th element along `axis`, as pad + reshape + shrink."""
+    n = self.shape[axis]
+    out = -(-n // step)
+    x = self.pad(tuple((0, out * step - n) if i == axis else None for i in range(self.ndim)))
+    x = x.reshape(self.shape[:axis] + (out, step) + self.shape[axis + 1:])
+    x = x.shrink(tuple((0, 1) if i == axis + 1 else None for i in range(x.ndim)))
+    return x.reshape(self.shape[:axis] + (out,) + self.shape[axis + 1:])
+
+  def __getitem__(self, indices: Any) -> Tensor:
+    if not isinstance(indices, tuple):
+      indices = (indices,)
+    if sum(1 for i in indices if i is Ellipsis) > 1:
+      raise IndexError("an index can only have a single ellipsis (...)")
+    n_real = sum(1 for i in indices if i is not None and i is not Ellipsis)
+    if n_real > self.ndim:
+      raise IndexError(f"too many indices for a tensor of {self.ndim} dimensions: {n_real}")
+    if Ellipsis in indices:
+      e = indices.index(Ellipsis)
+      indices = indices[:e] + (slice(None),) * (self.ndim - n_real) + indices[e + 1:]
+    else:
+      indices = indices + (slice(None),) * (self.ndim - n_real)
+    x, dim, new_shape = self, 0, []
+    for idx in indices:
+      if idx is None:
+        new_shape.append(1)
+        continue
+      size = x.shape[dim]
+      if isinstance(idx, bool) or not isinstance(idx, (int, slice)):
+        if isinstance(idx, Tensor):
+          raise NotImplementedError("indexing with a Tensor is not supported yet")
+        raise TypeError(f"bad index {idx!r}: use ints, slices, None or ...")
+      if isinstance(idx, int):
+        if not -size <= idx < size:
+          raise IndexError(f"index {idx} is out of bounds for axis {dim} with size {size}")
+        i = idx + size if idx < 0 else idx
+        x = x.shrink(tuple((i, i + 1) if d == dim else None for d in range(x.ndim)))
+      else:
+        start, stop, step = idx.indices(size)
+        if step > 0:
+          lo, hi = start, max(start, stop)
+        else:
+          lo, hi = max(stop + 1, 0), max(start + 1, stop + 1)
+        x = x.shrink(tuple((lo, hi) if d == dim else None for d in range(x.ndim)))
+        if step < 0:
+          x = x.flip(dim)
+        if abs(step) > 1:
+          x = x._take_every(dim, abs(step))
+        new_shape.append(x.shape[dim])
+      dim += 1
+    return x.reshape(tuple(new_shape))
+
+  # ---------- elementwise ----------
+  def _broadcasted(self, y: Tensor | Scalar, reverse: bool = False) -> tuple[Tensor, Tensor]:
+    x: Tensor = self
+    if not isinstance(y, Tensor):
+      if not isinstance(y, (bool, int, float)):
+        raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
+      # a Python scalar takes the tensor's dtype unless its kind is wider (float with an int tensor)
+      dt = x.dtype if not (isinstance(y, float) and not dtypes.is_float(x.dtype)) and not (isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool) else dtypes.from_py(y)
+      y = Tensor(LazyBuffer.full(y, (), dt, x.device))
+    elif y.device != x.device:
+      raise RuntimeError(f"tensors are on different devices: {x.device} and {y.device}; move one with .to()")
+    if reverse:
+      x, y = y, x
+    out_dtype = least_upper_dtype(x.dtype, y.dtype)
+    x, y = x.cast(out_dtype), y.cast(out_dtype)
+    shape = _broadcast_shape(x.shape, y.shape)
+    return x._broadcast_to(shape), y._broadcast_to(shape)
+
+  def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
+    if self.shape == shape:
+      return self
+    return self.reshape((1,) * (len(shape) - self.ndim) + self.shape).expand(shape)
+
+  def add(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor: return F.Add.apply(*self._broadcasted(x, reverse))  # type: ignore[no-any-return]
+  def mul(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor: return F.Mul.apply(*self._broadcasted(x, reverse))  # type: ignore[no-any-return]
+
+  def sub(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    return a + (-b)
+
+  def div(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    if not dtypes.is_float(a.dtype):
+      a, b = a.cast(least_upper_float(a.dtype)), b.cast(least_upper_float(b.dtype))
+    return a * b.reciprocal()
+
+  def idiv(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    if dtypes.is_float(a.dtype):
+      raise TypeError("// on float tensors is not supported yet: use (a / b).floor()-style ops")
+    return F.IDiv.apply(a, b)  # type: ignore[no-any-return]
+
+  def neg(self) -> Tensor:
+    return self.logical_not() if self.dtype == dtypes.bool else F.Neg.apply(self)  # type: ignore[no-any-return]
+
+  def logical_not(self) -> Tensor: return F.Neq.apply(*self.cast(dtypes.bool)._broadcasted(True))  # type: ignore[no-any-return]
+  def reciprocal(self) -> Tensor: return F.Reciprocal.apply(self.cast(least_upper_float(self.dtype)))  # type: ignore[no-any-return]
+  def exp(self) -> Tensor: return F.Exp.apply(self.cast(least_upper_float(self.dtype)))  # type: ignore[no-any-return]
+  def log(self) -> Tensor: return F.Log.apply(self.cast(least_upper_float(self.dtype)))  # type: ignore[no-any-return]
+  def sqrt(self) -> Tensor: return F.Sqrt.apply(self.cast(least_upper_float(self.dtype)))  # type: ignore[no-any-return]
+  def sin(self) -> Tensor: return F.Sin.apply(self.cast(least_upper_float(self.dtype)))  # type: ignore[no-any-return]
+  def cos(self) -> Tensor: return (math.pi / 2 - self.cast(least_upper_float(self.dtype))).sin()
+  def relu(self) -> Tensor: return F.Relu.apply(self)  # type: ignore[no-any-return]
+  def sigmoid(self) -> Tensor: return F.Sigmoid.apply(self.cast(least_upper_float(self.dtype)))  # type: ignore[no-any-return]
+  def tanh(self) -> Tensor: return 2.0 * ((2.0 * self).sigmoid()) - 1.0
+  def square(self) -> Tensor: return self * self
+  def abs(self) -> Tensor: return self.relu() + (-self).relu()
+  def sign(self) -> Tensor: return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+  def exp2(self) -> Tensor: return (self * math.log(2)).exp()
+  def log2(self) -> Tensor: return self.log() / math.log(2)
+  def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
+
+  def maximum(self, x: Tensor | Scalar) -> Tensor:
+    a, b = self._broadcasted(x)
+    return (a < b).detach().where(b, (a == b).detach().where((a + b) * 0.5 if dtypes.is_float(a.dtype) else a, a))
+
+  def minimum(self, x: Tensor | Scalar) -> Tensor:
+    return -((-self).maximum(-x if not isinstance(x, Tensor) else -x))
+
+  def clip(self, min_: Scalar, max_: Scalar) -> Tensor:
+    return self.maximum(min_).minimum(max_)
+
+  def rshift(self, bits: int) -> Tensor:
+    from tg.ops import BinaryOps
+    return self._shift(BinaryOps.SHR, bits)
+
+  def lshift(self, bits: int) -> Tensor:
+    from tg.ops import BinaryOps
+    return self._shift(BinaryOps.SHL, bits)
+
+  def _shift(self, op: Any, bits: int) -> Tensor:
+    if not dtypes.is_int(self.dtype):
+      raise TypeError(f"bit shifts need an integer tensor, not {self.dtype}")
+    return Tensor(self.lazydata.e(op, self.lazydata.const(bits)), device=self.device)
+
+  def xor(self, x: Tensor | Scalar) -> Tensor:
+    a, b = self._broadcasted(x)
+    if dtypes.is_float(a.dtype):
+      raise TypeError(f"^ needs integer or bool tensors, not {a.dtype}")
+    return F.Xor.apply(a, b)  # type: ignore[no-any-return]
+
+  def bitwise_and(self, x: Tensor | Scalar) -> Tensor:
+    a, b = self._broadcasted(x)
+    if dtypes.is_float(a.dtype):
+      raise TypeError(f"& needs integer or bool tensors, not {a.dtype}")
+    return F.BitwiseAnd.apply(a, b)  # type: ignore[no-any-return]
+
+  def bitwise_or(self, x: Tensor | Scalar) -> Tensor:
+    a, b = self._broadcasted(x)
+    if dtypes.is_float(a.dtype):
+      raise TypeError(f"| needs integer or bool tensors, not {a.dtype}")
+    return F.BitwiseOr.apply(a, b)  # type: ignore[no-any-return]
+
+  def pow(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool):
+      if x == 0:
+        return self.ones_like()
+      if x == 1:
+        return self
+      if x == 2:
+        return self * self
+      if x == 3:
+        return self * self * self
+      if x == 0.5:
+        return self.sqrt()
+      if x == -1:
+        return self.reciprocal()
+    base, ex = self._broadcasted(x, reverse)
+    if not dtypes.is_float(base.dtype):
+      base, ex = base.cast(dtypes.default_float), ex.cast(dtypes.default_float)
+    ret = (ex * base.abs().log()).exp()
+    # a negative base is defined for integer exponents only: the sign follows the exponent's parity
+    ex_int = ex.cast(dtypes.int32)
+    is_int = ex_int.cast(ex.dtype) == ex
+    odd = (ex_int.bitwise_and(1)) != 0
+    neg_ret = is_int.detach().where(odd.detach().where(-ret, ret), math.nan)
+    ret = (base < 0).detach().where(neg_ret, ret)
+    return (ex == 0).detach().where(1.0, ret)
+
+  def where(self, x: Tensor | Scalar, y: Tensor | Scalar) -> Tensor:
+    cond = self.cast(dtypes.bool) if self.dtype != dtypes.bool else self
+    if not isinstance(x, Tensor):
+      x = Tensor(LazyBuffer.full(x, (), dtypes.from_py(x) if not isinstance(y, Tensor) else least_upper_dtype(dtypes.from_py(x), y.dtype)
+                                 if isinstance(x, float) and not dtypes.is_float(y.dtype) else y.dtype, cond.device))
+    xb, yb = x._broadcasted(y)
+    shape = _broadcast_shape(cond.shape, xb.shape)
+    return F.Where.apply(cond._broadcast_to(shape), xb._broadcast_to(shape), yb._broadcast_to(shape))  # type: ignore[no-any-return]
+
+  def cast(self, dtype: DType | str) -> Tensor:
+    dtype = to_dtype(dtype)
+    return self if self.dtype == dtype else F.Cast.apply(self, dtype=dtype)  # type: ignore[no-any-return]
+
+  def bitcast(self, dtype: DType | str) -> Tensor:
+    dtype = to_dtype(dtype)
+    return self if self.dtype == dtype else F.Cast.apply(self, dtype=dtype, bitcast=True)  # type: ignore[no-any-return]
+
+  def float(self) -> Tensor: return self.cast(dtypes.float32)
+  def half(self) -> Tensor: return self.cast(dtypes.float16)
+  def int(self) -> Tensor: return self.cast(dtypes.int32)
+  def bool(self) -> Tensor: return self.cast(dtypes.bool)
+
+  # comparisons
+  def __lt__(self, x: Tensor | Scalar) -> Tensor: return F.Less.apply(*self._broadcasted(x))  # type: ignore[no-any-return]
+  def __gt__(self, x: Tensor | Scalar) -> Tensor: return F.Less.apply(*self._broadcasted(x, True))  # type: ignore[no-any-return]
+  def __ge__(self, x: Tensor | Scalar) -> Tensor: return (self < x).logical_not()
+  def __le__(self, x: Tensor | Scalar) -> Tensor: return (self > x).logical_not()
+  def __ne__(self, x: Tensor | Scalar) -> Tensor: return F.Neq.apply(*self._broadcasted(x))  # type: ignore[no-any-return,override]
+  def __eq__(self, x: Tensor | Scalar) -> Tensor: return (self != x).logical_not()  # type: ignore[override]
+
+  # operators
+  def __neg__(self) -> Tensor: return self.neg()
+  def __add__(self, x: Tensor | Scalar) -> Tensor: return self.add(x)
+  def __sub__(self, x: Tensor | Scalar) -> Tensor: return self.sub(x)
+  def __mul__(self, x: Tensor | Scalar) -> Tensor: return self.mul(x)
+  def __truediv__(self, x: Tensor | Scalar) -> Tensor: return self.div(x)
+  def __floordiv__(self, x: Tensor | Scalar) -> Tensor: return self.idiv(x)
+  def __pow__(self, x: Tensor | Scalar) -> Tensor: return self.pow(x)
+  def __matmul__(self, x: Tensor) -> Tensor: return self.matmul(x)
+  def __xor__(self, x: Tensor | Scalar) -> Tensor: return self.xor(x)
+  def __and__(self, x: Tensor | Scalar) -> Tensor: return self.bitwise_and(x)
+  def __or__(self, x: Tensor | Scalar) -> Tensor: return self.bitwise_or(x)
+  def __rshift__(self, x: int) -> Tensor: return self.rshift(x)
+  def __lshift__(self, x: int) -> Tensor: return self.lshift(x)
+  def __radd__(self, x: Scalar) -> Tensor: return self.add(x, True)
+  def __rsub__(self, x: Scalar) -> Tensor: return self.sub(x, True)
+  def __rmul__(self, x: Scalar) -> Tensor: return self.mul(x, True)
+  def __rtruediv__(self, x: Scalar) -> Tensor: return self.div(x, True)
+  def __rfloordiv__(self, x: Scalar) -> Tensor: return self.idiv(x, True)
+  def __rpow__(self, x: Scalar) -> Tensor: return self.pow(x, True)
+  def __rmatmul__(self, x: Tensor) -> Tensor: return x.matmul(self)
+
+  # ---------- reductions ----------
+  def _reduce_axes(self, axis: int | Sequence[int] | None) -> tuple[int, ...]:
+    if axis is None:
+      return tuple(range(self.ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    return tuple(sorted({self._resolve_axis(a) for a in axes}))
+
+  def _reduce(self, fxn: type[F.Function], axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
+    axes = self._reduce_axes(axis)
+    if self.ndim == 0:
+      return self
+    ret = fxn.apply(self, axis=axes)
+    return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))  # type: ignore[no-any-return]
+
+  def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, acc_dtype: DType | None = None) -> Tensor:
+    # small ints and bools sum in int32, as torch and tinygrad do
+    acc = acc_dtype or (dtypes.int32 if dtypes.is_int(self.dtype) and self.dtype.itemsize < 4 or self.dtype == dtypes.bool else
+                        (dtypes.uint32 if self.dtype == dtypes.uint32 else self.dtype))
+    if dtypes.is_unsigned(self.dtype) and self.dtype.itemsize < 4:
+      acc = dtypes.uint32 if acc_dtype is None else acc
+    return self.cast(acc)._reduce(F.Sum, axis, keepdim)
+
+  def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    if self.numel() == 0 and any(self.shape[a] == 0 for a in self._reduce_axes(axis)):
+      raise RuntimeError(f"max of an empty axis of shape {self.shape} has no identity")
+    return self._reduce(F.Max, axis, keepdim)
+
+  def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
+      return (self.cast(dtypes.int64) * -1).max(axis, keepdim).mul(-1).cast(self.dtype)
+    return -((-self).max(axis, keepdim))
+
+  def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    x = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
+    out = x.sum(axis, keepdim)
+    n = prod(self.shape[a] for a in self._reduce_axes(axis)) if self.ndim else 1
+    return out * (1 / n) if n else out * math.nan
+
+  def softmax(self, axis: int = -1) -> Tensor:
+    m = self - self.max(axis, keepdim=True).detach()
+    e = m.exp()
+    return e / e.sum(axis, keepdim=True)
+
+  def log_softmax(self, axis: int = -1) -> Tensor:
+    m = self - self.max(axis, keepdim=True).detach()
+    return m - m.exp().sum(axis, keepdim=True).log()
+
+  def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    if axis is None:
+      return self.flatten().argmax(0)
+    ax = self._resolve_axis(axis)
+    n = self.shape[ax]
+    is_max = self == self.max(ax, keepdim=True)
+    # the first index of the max: count down from n so the earliest match is the largest
+    rev = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - ax - 1))
+    return (n - (is_max.cast(dtypes.int32) * rev).max(ax, keepdim)).cast(dtypes.int32)
+
+  # ---------- linear algebra ----------
+  def dot(self, w: Tensor) -> Tensor:
+    n1, n2 = self.ndim, w.ndim
+    if n1 == 0 or n2 == 0:
+      raise ValueError(f"matmul needs at least 1 dimension on both sides, got shapes {self.shape} and {w.shape}")
+    if self.shape[-1] != w.shape[-min(n2, 2)]:
+      raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({self.shape[-1]} != {w.shape[-min(n2, 2)]})")
+    x = self.reshape(self.shape[:-1] + (1,) * min(n1 - 1, n2 - 1, 1) + self.shape[-1:])
+    wt = w.reshape(w.shape[:-2] + (1,) * min(n1 - 1, n2 - 1, 1) + w.shape[-min(n2, 2):]).transpose(-1, -min(n2, 2))
+    return (x * wt).sum(-1)
+
+  def matmul(self, x: Tensor, reverse: bool = False) -> Tensor:
+    return x.dot(self) if reverse else self.dot(x)
+
+  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    x = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
+    return x.add(bias) if bias is not None else x
+
+  # ---------- losses used by the examples ----------
+  def one_hot(self, num_classes: int) -> Tensor:
+    return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.default_float)
+
+  def sparse_categorical_crossentropy(self, Y: Tensor) -> Tensor:
+    """Mean cross-entropy of logits `self` (N, C) against integer class labels Y (N,)."""
+    return -(self.log_softmax(-1) * Y.one_hot(self.shape[-1])).sum(-1).mean()
+
