@@ -45,6 +45,11 @@ class PtrDType(DType):
   def __repr__(self) -> str:
     return f"ptr({super().__repr__()})"
 
+  @property
+  def base(self) -> DType:
+    """The element type this pointer points to."""
+    return DType(self.priority, self.itemsize, self.name, self.fmt, self.count)
+
 
 class dtypes:
   bool: Final[DType] = DType(0, 1, "bool", "?")
@@ -99,10 +104,10 @@ class dtypes:
   @staticmethod
   def from_np(npdtype: Any) -> DType:
     import numpy as np
-    key = np.dtype(npdtype).char
-    if key not in _by_fmt:
-      raise TypeError(f"numpy dtype {np.dtype(npdtype)} has no tg dtype")
-    return _by_fmt[key]
+    for d in _by_fmt.values():  # compare numpy dtypes, not chars: int64 is 'l' or 'q' depending on the platform
+      if np.dtype(d.fmt) == np.dtype(npdtype):
+        return d
+    raise TypeError(f"numpy dtype {np.dtype(npdtype)} has no tg dtype")
 
   @staticmethod
   def as_const(val: Any, dtype: DType) -> ConstType:

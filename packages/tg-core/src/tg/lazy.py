@@ -143,8 +143,8 @@ class LazyBuffer:
 
   # ---------- movement: views only ----------
   def _view(self, new_st: ShapeTracker) -> LazyBuffer:
-    if self.st.size == 0 or 0 in new_st.shape:
-      return LazyBuffer.full(0, new_st.shape, self.dtype, self.device)
+    if self.st.size == 0 or 0 in new_st.shape:  # nothing to read: an empty constant
+      return LazyBuffer.metaop(MetaOps.CONST, new_st.shape, self.dtype, self.device, dtypes.as_const(0, self.dtype))
     if new_st.contiguous and self.base.shape == new_st.shape:
       return self.base
     return LazyBuffer(self.device, new_st, self.dtype, base=self.base)

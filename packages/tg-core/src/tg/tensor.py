@@ -42,9 +42,10 @@ def _from_host(data: Any, dtype: DType | None, device: str) -> LazyBuffer:
     raise TypeError(f"can't make a Tensor from {type(data).__name__} of mixed or non-numeric values")
   target = dtype or dtypes.from_np(arr.dtype)
   stored = dtypes.float32 if target == dtypes.bfloat16 else target  # bfloat16 is rounded on device
-  arr = np.ascontiguousarray(arr.astype(stored.np, copy=False))
-  buf = Buffer(device, arr.size, stored).copyin(memoryview(arr.reshape(-1).view(np.uint8)))
-  lb = LazyBuffer.from_buffer(buf, arr.shape)
+  shape = arr.shape
+  flat = np.ascontiguousarray(arr.astype(stored.np, copy=False)).reshape(-1)
+  buf = Buffer(device, flat.size, stored).copyin(memoryview(flat.view(np.uint8)))
+  lb = LazyBuffer.from_buffer(buf, shape)
   return lb.cast(target) if stored != target else lb
 
 
@@ -116,10 +117,10 @@ class Tensor:
   def _data_buffer(self) -> Buffer:
     """A buffer holding exactly this tensor's elements in row-major order."""
     lb = self.lazydata
-    if not (lb.base is lb and lb.realized is not None and lb.st.contiguous):
-      lb = lb.contiguous()
-      if lb.base is not lb:  # contiguous() of a realized contiguous view returns it: force a copy kernel
-        lb = LazyBuffer.metaop(MetaOps.CONTIGUOUS, lb.shape, lb.dtype, lb.device, srcs=(lb,))
+    if lb.base.realized is None:
+      run_schedule(create_schedule([lb]))
+    if not (lb.st.contiguous and lb.base.size == lb.size):  # a view that isn't the base's memory in order
+      lb = LazyBuffer.metaop(MetaOps.CONTIGUOUS, lb.shape, lb.dtype, lb.device, srcs=(lb,))
       run_schedule(create_schedule([lb]))
     buf = lb.base.buffer
     return buf.ensure_allocated() if prod(self.shape) == 0 else buf
@@ -562,8 +563,8 @@ class Tensor:
 
   def pow(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
     if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool):
-      if x == 0:
-        return self.ones_like()
+      if x == 0:  # 1 everywhere (nan included), still in the graph so its gradient is 0 as in torch
+        return Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device).where(1.0 if dtypes.is_float(self.dtype) else 1, self)
       if x == 1:
         return self
       if x == 2:

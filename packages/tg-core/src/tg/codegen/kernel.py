@@ -37,7 +37,7 @@ class Kernel:
     src = self.renderer.render(self.name, uops)
     if DEBUG >= 4:
       print(src)
-    global_size = tuple(u.arg[2] for u in uops if u.op is UOps.SPECIAL)
+    global_size = tuple(self.lowerer.global_size) if self.renderer.global_ids else ()
     mem = sum(op.arg.dtype.itemsize * op.arg.st.real_size() for op in self.ast.lazyops() if op.op is BufferOps.LOAD)
     mem += self.ast.arg.dtype.itemsize * prod(self.ast.arg.st.shape)
     # napkin math for DEBUG=2: one op per ALU/reduce node per point of the iteration space

@@ -55,8 +55,14 @@ class Lowerer:
   def lower(self) -> UOp:
     i32 = dtypes.int32
     self.global_idxs: dict[int, UOp] = {}
-    for n, i in enumerate(self.global_dims):
+    self.global_size: list[int] = []
+    for i in self.global_dims:
       size = self.full_shape[i]
+      if size == 1:  # a size-1 axis needs no index
+        self.global_idxs[i] = UOp.const(i32, 0)
+        continue
+      n = len(self.global_size)
+      self.global_size.append(size)
       if self.renderer.global_ids:
         self.global_idxs[i] = UOp(UOps.SPECIAL, i32, (), (f"gidx{n}", n, size))
       else:
@@ -64,7 +70,7 @@ class Lowerer:
     self.reduce_idxs: dict[int, UOp] = {}
     if self.reduceop is not None:
       for n, i in enumerate(sorted(self.reduceop.arg)):
-        self.reduce_idxs[i] = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), UOp.const(i32, self.full_shape[i])), (len(self.global_dims) + n, True))
+        self.reduce_idxs[i] = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), UOp.const(i32, self.full_shape[i])), (len(self.global_size) + n, True))
     full_idxs = [self.global_idxs.get(i, self.reduce_idxs.get(i)) for i in range(len(self.full_shape))]
     out_idxs = [self.global_idxs.get(i, UOp.const(i32, 0)) for i in range(len(self.full_shape))]
     self.idxs = {"full": full_idxs, "out": out_idxs}

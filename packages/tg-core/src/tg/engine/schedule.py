@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tg.device import Buffer
-from tg.helpers import DEBUG, prod
+from tg.helpers import prod
 from tg.lazy import LazyBuffer
 from tg.ops import BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, UnaryOps
 from tg.shape.shapetracker import ShapeTracker
@@ -136,7 +136,4 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
       schedule.append(_KernelBuilder(b, realized).build())
   for b in bases:  # the schedule now owns the work: drop the graph so memory is freed as it runs
     b.op, b.srcs = None, ()
-  if DEBUG >= 3:
-    for si in schedule:
-      print(si.ast)
   return schedule

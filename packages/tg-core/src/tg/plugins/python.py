@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from tg.codegen.uops import UOp, UOps
 from tg.device import Allocator, Compiler
-from tg.dtype import DType, dtypes
+from tg.dtype import DType, PtrDType, dtypes
 from tg.ops import exec_alu, truncate
 from tg.plugins import hookimpl
 from tg.renderer import Renderer
@@ -43,12 +43,15 @@ class PythonCompiler(Compiler):
 
 
 def _fmt(dt: DType) -> str:
-  return "H" if dt == dtypes.bfloat16 else str(dt.fmt)
+  """The memoryview format a buffer of `dt` is viewed with (16-bit floats as their bits: memoryview lacks them)."""
+  return "H" if dt in (dtypes.bfloat16, dtypes.float16) else str(dt.fmt)
 
 
 def _load(buf: memoryview, dt: DType, idx: int) -> Any:
   if dt == dtypes.bfloat16:
     return struct.unpack("<f", struct.pack("<I", buf[idx] << 16))[0]
+  if dt == dtypes.float16:
+    return struct.unpack("<e", struct.pack("<H", buf[idx]))[0]
   return buf[idx]
 
 
@@ -56,12 +59,14 @@ def _store(buf: memoryview, dt: DType, idx: int, val: Any) -> None:
   if dt == dtypes.bfloat16:
     (bits,) = struct.unpack("<I", struct.pack("<f", truncate(dtypes.bfloat16, val)))
     buf[idx] = bits >> 16
+  elif dt == dtypes.float16:
+    buf[idx] = struct.unpack("<H", struct.pack("<e", truncate(dtypes.float16, val)))[0]
   else:
     buf[idx] = val
 
 
 def _bitcast(x: Any, src: DType, dst: DType) -> Any:
-  return struct.unpack(_fmt(dst), struct.pack(_fmt(src), x))[0]
+  return struct.unpack(str(dst.fmt), struct.pack(str(src.fmt), x))[0]
 
 
 class PythonProgram:
@@ -83,8 +88,8 @@ class PythonProgram:
     while pc < len(prog):
       op, dt, src, arg = prog[pc]
       if op == "DEFINE_GLOBAL":
-        assert dt is not None
-        buf_of[pc] = (mvs[arg].cast(_fmt(dt.scalar())), dt.scalar())
+        assert isinstance(dt, PtrDType)
+        buf_of[pc] = (mvs[arg].cast(_fmt(dt.base)), dt.base)
       elif op == "CONST":
         v[pc] = [arg] * n
       elif op == "SPECIAL":

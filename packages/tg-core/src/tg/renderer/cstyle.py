@@ -9,7 +9,7 @@ import math
 from typing import Callable
 
 from tg.codegen.uops import UOp, UOps
-from tg.dtype import DType, dtypes
+from tg.dtype import DType, PtrDType, dtypes
 from tg.ops import BinaryOps, Op, TernaryOps, UnaryOps
 from tg.renderer import Renderer
 
@@ -66,15 +66,15 @@ class CStyleLanguage(Renderer):
   def render_special(self, u: UOp) -> str:
     raise NotImplementedError(f"{type(self).__name__} has no thread ids: set global_ids = False")
 
-  def render_kernel(self, name: str, kernel: list[str], bufs: list[tuple[str, DType]]) -> str:
-    args = ", ".join(f"{self.buffer_prefix}{self.render_dtype(dt.scalar())}* restrict {n}" for n, dt in bufs)
+  def render_kernel(self, name: str, kernel: list[str], bufs: list[tuple[str, PtrDType]]) -> str:
+    args = ", ".join(f"{self.buffer_prefix}{self.render_dtype(dt.base)}* restrict {n}" for n, dt in bufs)
     body = "\n".join(kernel)
     return f"{self.kernel_prefix}void {name}({args}) {{\n{body}\n}}"
 
   def render(self, name: str, uops: list[UOp]) -> str:
     r: dict[UOp, str] = {}
     lines: list[str] = []
-    bufs: list[tuple[str, DType]] = []
+    bufs: list[tuple[str, PtrDType]] = []
     depth = 1
     counter: dict[str, int] = {}
 
@@ -89,7 +89,7 @@ class CStyleLanguage(Renderer):
     for u in uops:
       dt = u.dtype
       if u.op is UOps.DEFINE_GLOBAL:
-        assert dt is not None
+        assert isinstance(dt, PtrDType)
         r[u] = f"data{u.arg}"
         bufs.append((r[u], dt))
       elif u.op is UOps.CONST:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from tg.codegen.uops import UOp
 from tg.dtype import dtypes
 from tg.helpers import prod
-from tg.shape.view import View, strides_for_shape
+from tg.shape.view import View
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,6 @@ def _merge_views(vm2: View, vm1: View) -> View | None:
     return vm1
   if vm1.contiguous and vm1.shape == vm2.shape:
     return vm2
-  if vm1.mask is None and vm1.offset == 0 and vm1.strides == strides_for_shape(vm1.shape):
+  if vm1.contiguous and vm1.size() == vm2.size():
     return vm2.reshape(vm1.shape)  # vm1 is a plain reshape of vm2
   return None

@@ -1,0 +1,47 @@
+"""The CLANG device's hook implementations (see tg.plugins.hookspecs)."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from tg.device import Allocator, Compiler
+from tg.plugins import hookimpl
+from tg.renderer import Renderer
+
+from tg_clang.compiler import CLANG, ClangCompiler, clang_version
+from tg_clang.renderer import ClangRenderer
+from tg_clang.runtime import ClangAllocator, ClangProgram
+
+TG_PLUGIN_API_VERSION = 1
+DEVICE = "CLANG"
+
+
+@hookimpl
+def tg_device_available(device: str) -> str | None:
+  if device != DEVICE:
+    return None
+  return "" if clang_version() is not None else f"`{CLANG}` was not found on PATH: install clang (e.g. `apt-get install clang`) or set TG_CLANG"
+
+
+@hookimpl
+def tg_device_priority(device: str) -> int | None:
+  return 50 if device == DEVICE else None
+
+
+@hookimpl
+def tg_renderer(device: str) -> Renderer | None:
+  return ClangRenderer() if device == DEVICE else None
+
+
+@hookimpl
+def tg_compiler(device: str) -> Compiler | None:
+  return ClangCompiler() if device == DEVICE else None
+
+
+@hookimpl
+def tg_allocator(device: str) -> Allocator | None:
+  return ClangAllocator() if device == DEVICE else None
+
+
+@hookimpl
+def tg_runtime(device: str) -> Callable[[str, bytes], Any] | None:
+  return ClangProgram if device == DEVICE else None

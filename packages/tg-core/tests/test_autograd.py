@@ -1,0 +1,226 @@
+"""Gradients of small chained graphs, against torch (CPU)."""
+import numpy as np
+import pytest
+
+from tg import Tensor
+
+ATOL, RTOL = 1e-5, 1e-4
+
+
+@pytest.fixture
+def torch():
+  return pytest.importorskip("torch")
+
+
+def _rand(*shape, seed=0, low=-1.0, high=1.0):
+  return np.random.default_rng(seed).uniform(low, high, size=shape).astype(np.float32)
+
+
+def _pair(torch, arr):
+  """The same values as a torch leaf and a tg leaf, both requiring grad."""
+  return torch.tensor(arr, requires_grad=True), Tensor(arr, requires_grad=True)
+
+
+def _close(tg_t, torch_t, atol=ATOL, rtol=RTOL):
+  assert tg_t is not None and torch_t is not None
+  assert tg_t.shape == tuple(torch_t.shape)
+  np.testing.assert_allclose(tg_t.numpy(), torch_t.detach().numpy(), atol=atol, rtol=rtol)
+
+
+def _log_softmax(x):
+  return x - x.exp().sum(axis=1, keepdim=True).log()
+
+
+def _torch_log_softmax(x):
+  return x - x.exp().sum(dim=1, keepdim=True).log()
+
+
+def test_mlp(torch):
+  xs, w1s, w2s = _rand(4, 8), _rand(8, 16, seed=1), _rand(16, 3, seed=2)
+  labels = np.array([0, 2, 1, 2])
+  onehot = np.eye(3, dtype=np.float32)[labels]
+  tx, gx = _pair(torch, xs)
+  tw1, gw1 = _pair(torch, w1s)
+  tw2, gw2 = _pair(torch, w2s)
+
+  tout = _torch_log_softmax((tx @ tw1).relu() @ tw2)
+  gout = _log_softmax((gx @ gw1).relu() @ gw2)
+  _close(gout, tout)
+  # the rows of a log-softmax exponentiate to a distribution
+  np.testing.assert_allclose(np.exp(gout.numpy()).sum(axis=1), np.ones(4, dtype=np.float32), atol=1e-5)
+
+  tloss = -(tout * torch.tensor(onehot)).sum() / 4
+  gloss = -(gout * Tensor(onehot)).sum() / 4
+  _close(gloss, tloss)
+  tloss.backward()
+  gloss.backward()
+  for g, t in [(gx, tx), (gw1, tw1), (gw2, tw2)]:
+    _close(g.grad, t.grad)
+
+
+def test_mlp_with_bias_and_sigmoid(torch):
+  xs, ws, bs = _rand(5, 6), _rand(6, 4, seed=1), _rand(4, seed=2)
+  tx, gx = _pair(torch, xs)
+  tw, gw = _pair(torch, ws)
+  tb, gb = _pair(torch, bs)
+  tloss = ((tx @ tw + tb).sigmoid() * (tx @ tw).tanh()).mean()
+  gloss = ((gx @ gw + gb).sigmoid() * (gx @ gw).tanh()).mean()
+  _close(gloss, tloss)
+  tloss.backward()
+  gloss.backward()
+  for g, t in [(gx, tx), (gw, tw), (gb, tb)]:
+    _close(g.grad, t.grad)
+
+
+def test_gradient_accumulation(torch):
+  xs = _rand(3, 4)
+  tx, gx = _pair(torch, xs)
+  (tx * 2).sum().backward()
+  (gx * 2).sum().backward()
+  _close(gx.grad, tx.grad)
+  (tx * tx).sum().backward()
+  (gx * gx).sum().backward()
+  _close(gx.grad, tx.grad)
+  # and the accumulated value is the sum of both gradients
+  np.testing.assert_allclose(gx.grad.numpy(), 2 + 2 * xs, atol=ATOL, rtol=RTOL)
+
+
+def test_gradient_accumulation_across_graphs(torch):
+  xs, ws = _rand(2, 3), _rand(3, 2, seed=1)
+  tx, gx = _pair(torch, xs)
+  tw, gw = _pair(torch, ws)
+  for i in range(3):
+    (tx @ tw * (i + 1)).sum().backward()
+    (gx @ gw * (i + 1)).sum().backward()
+  _close(gx.grad, tx.grad)
+  _close(gw.grad, tw.grad)
+
+
+def test_tensor_used_twice(torch):
+  xs = _rand(3, 4)
+  tx, gx = _pair(torch, xs)
+  ty = tx * tx + tx.exp() * tx
+  gy = gx * gx + gx.exp() * gx
+  _close(gy, ty, atol=1e-4, rtol=1e-3)
+  ty.sum().backward()
+  gy.sum().backward()
+  _close(gx.grad, tx.grad, atol=1e-4, rtol=1e-3)
+
+
+def test_diamond_graph(torch):
+  xs = _rand(4)
+  tx, gx = _pair(torch, xs)
+  ta = tx * 2
+  ga = gx * 2
+  tb = ta + ta
+  gb = ga + ga
+  tloss = (tb * ta - ta.sigmoid()).sum()
+  gloss = (gb * ga - ga.sigmoid()).sum()
+  _close(gloss, tloss)
+  tloss.backward()
+  gloss.backward()
+  _close(gx.grad, tx.grad)
+
+
+def test_two_inputs_broadcast(torch):
+  xs, ys = _rand(3, 1), _rand(1, 4, seed=1)
+  tx, gx = _pair(torch, xs)
+  ty, gy = _pair(torch, ys)
+  tloss = ((tx - ty) * (tx + ty) / (ty * ty + 1)).sum()
+  gloss = ((gx - gy) * (gx + gy) / (gy * gy + 1)).sum()
+  _close(gloss, tloss)
+  tloss.backward()
+  gloss.backward()
+  _close(gx.grad, tx.grad)
+  _close(gy.grad, ty.grad)
+
+
+def test_detach(torch):
+  xs = _rand(3, 4)
+  tx, gx = _pair(torch, xs)
+  gd = gx.detach()
+  assert not gd.requires_grad
+  np.testing.assert_array_equal(gd.numpy(), xs)
+  ty = tx * tx.detach() + tx.detach().exp()
+  gy = gx * gx.detach() + gx.detach().exp()
+  _close(gy, ty, atol=1e-4, rtol=1e-3)
+  ty.sum().backward()
+  gy.sum().backward()
+  _close(gx.grad, tx.grad)
+  # the gradient flows only through the non-detached factor: d/dx sum(x * const) = const
+  np.testing.assert_allclose(gx.grad.numpy(), xs, atol=ATOL, rtol=RTOL)
+  assert gd.grad is None
+
+
+def test_detach_only_path(torch):
+  xs, ws = _rand(3), _rand(3, seed=1)
+  tx, gx = _pair(torch, xs)
+  tw, gw = _pair(torch, ws)
+  (tx.detach() * tw).sum().backward()
+  (gx.detach() * gw).sum().backward()
+  _close(gw.grad, tw.grad)
+  assert tx.grad is None
+  assert gx.grad is None or not np.any(gx.grad.numpy())
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 2), (1, 2)])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_mean_sum_over_axes(torch, axis, keepdim):
+  xs = _rand(2, 3, 4)
+  tx, gx = _pair(torch, xs)
+  dims = tuple(range(3)) if axis is None else axis
+  tm = tx.mean(dim=dims, keepdim=keepdim)
+  gm = gx.mean(axis=axis, keepdim=keepdim)
+  ts = (tx * tx).sum(dim=dims, keepdim=keepdim)
+  gs = (gx * gx).sum(axis=axis, keepdim=keepdim)
+  _close(gm, tm)
+  _close(gs, ts)
+  # weight the reduced outputs so each reduced element gets a different upstream gradient
+  wshape = tuple(tm.shape)
+  ws = _rand(*wshape, seed=5) if wshape else np.array(0.7, dtype=np.float32)
+  tloss = (tm * torch.tensor(ws)).sum() + (ts * torch.tensor(ws)).sum()
+  gloss = (gm * Tensor(ws)).sum() + (gs * Tensor(ws)).sum()
+  _close(gloss, tloss)
+  tloss.backward()
+  gloss.backward()
+  _close(gx.grad, tx.grad)
+
+
+def test_max_in_graph(torch):
+  xs = (np.random.default_rng(0).permutation(12).reshape(3, 4).astype(np.float32) - 6) / 4  # no ties
+  tx, gx = _pair(torch, xs)
+  tloss = (tx.amax(dim=1) * tx.sum(dim=1)).sum()
+  gloss = (gx.max(axis=1) * gx.sum(axis=1)).sum()
+  _close(gloss, tloss)
+  tloss.backward()
+  gloss.backward()
+  _close(gx.grad, tx.grad)
+
+
+def test_movement_in_graph(torch):
+  xs = _rand(2, 3, 4)
+  tx, gx = _pair(torch, xs)
+  ty = tx.permute(2, 0, 1).reshape(4, 6)[1:3].flip(1) @ tx.reshape(6, 4)
+  gy = gx.permute(2, 0, 1).reshape(4, 6)[1:3].flip(1) @ gx.reshape(6, 4)
+  _close(gy, ty)
+  (ty * ty).sum().backward()
+  (gy * gy).sum().backward()
+  _close(gx.grad, tx.grad, atol=1e-4, rtol=1e-3)
+
+
+def test_grad_of_scalar_output_is_ones(torch):
+  xs = _rand(2, 3)
+  tx, gx = _pair(torch, xs)
+  tx.sum().backward()
+  gx.sum().backward()
+  _close(gx.grad, tx.grad)
+
+
+def test_intermediate_without_requires_grad(torch):
+  xs, cs = _rand(3), _rand(3, seed=1)
+  tx, gx = _pair(torch, xs)
+  tc, gc = torch.tensor(cs), Tensor(cs)
+  (tx * tc + tc).sum().backward()
+  (gx * gc + gc).sum().backward()
+  _close(gx.grad, tx.grad)
+  assert gc.grad is None
