@@ -1,12 +1,12 @@
 """The CLANG device's hook implementations (see tg.plugins.hookspecs)."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tg.device import Allocator, Compiler
 from tg.plugins import hookimpl
 from tg.renderer import Renderer
-
 from tg_clang.compiler import CLANG, ClangCompiler, clang_version
 from tg_clang.renderer import ClangRenderer
 from tg_clang.runtime import ClangAllocator, ClangProgram

@@ -2,7 +2,7 @@
 computed in float); bfloat16 is emulated by core through its 16 bits, as clang has no arithmetic for it here."""
 from __future__ import annotations
 
-from tg.dtype import DType, PtrDType, dtypes
+from tg.dtype import DType, dtypes
 from tg.ops import UnaryOps
 from tg.renderer.cstyle import CStyleLanguage
 

@@ -5,4 +5,4 @@ from tg.helpers import Context, GlobalCounters, getenv
 from tg.tensor import Tensor
 
 __version__ = "0.1.0"
-__all__ = ["Tensor", "Device", "dtypes", "Context", "GlobalCounters", "getenv"]
+__all__ = ["Context", "Device", "GlobalCounters", "Tensor", "dtypes", "getenv"]

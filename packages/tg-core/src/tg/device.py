@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tg.dtype import DType, dtypes
 from tg.helpers import DEBUG, GlobalCounters, diskcache_get, diskcache_put, getenv
 from tg.plugins import PluginError, hook, installed_devices, load_plugin
 from tg.renderer import Renderer
-
 
 # ---------- the base classes a plugin implements ----------
 

@@ -1,6 +1,7 @@
 """Data types, their promotion lattice (tinygrad's, which follows JAX's), and the default float."""
 from __future__ import annotations
 
+import builtins
 import math
 from dataclasses import dataclass
 from typing import Any, Final, Union
@@ -77,15 +78,15 @@ class dtypes:
   default_int: DType = int32
 
   @staticmethod
-  def is_float(x: DType) -> bool:
+  def is_float(x: DType) -> builtins.bool:
     return x.scalar() in _floats
 
   @staticmethod
-  def is_int(x: DType) -> bool:
+  def is_int(x: DType) -> builtins.bool:
     return x.scalar() in _ints
 
   @staticmethod
-  def is_unsigned(x: DType) -> bool:
+  def is_unsigned(x: DType) -> builtins.bool:
     return x.scalar() in _uints
 
   @staticmethod

@@ -10,7 +10,8 @@ import pickle
 import sqlite3
 import sys
 import time
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -78,7 +79,7 @@ def is_finite_number(x: float) -> bool:
 
 # ---------- configuration from the environment ----------
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def getenv(key: str, default: Any = 0) -> Any:
   """Read an env var, converted to the type of `default` (int by default)."""
   return type(default)(os.getenv(key, default))
@@ -186,7 +187,7 @@ def _cache_key(key: Any) -> str:
 
 def diskcache_get(table: str, key: Any) -> Any:
   """The cached value for `key` in `table`, or None. Nothing is read when CACHELEVEL=0."""
-  if CACHELEVEL == 0:
+  if CACHELEVEL.value == 0:
     return None
   table = f"{table}_v{_CACHE_VERSION}"
   try:
@@ -197,7 +198,7 @@ def diskcache_get(table: str, key: Any) -> Any:
 
 
 def diskcache_put(table: str, key: Any, val: Any) -> Any:
-  if CACHELEVEL == 0:
+  if CACHELEVEL.value == 0:
     return val
   table = f"{table}_v{_CACHE_VERSION}"
   conn = _db()

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, auto
-from typing import Any, Callable, Union
+from typing import Any, Union
 
 from tg.dtype import ConstType, DType, dtypes
 

@@ -3,7 +3,8 @@ touches a device directly (data moves in and out through Buffers, compute throug
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import tg.function as F
 from tg.device import Buffer, Device
@@ -44,7 +45,7 @@ def _from_host(data: Any, dtype: DType | None, device: str) -> LazyBuffer:
   stored = dtypes.float32 if target == dtypes.bfloat16 else target  # bfloat16 is rounded on device
   shape = arr.shape
   flat = np.ascontiguousarray(arr.astype(stored.np, copy=False)).reshape(-1)
-  buf = Buffer(device, flat.size, stored).copyin(memoryview(flat.view(np.uint8)))
+  buf = Buffer(device, flat.size, stored).copyin(memoryview(flat.view(np.uint8).data))
   lb = LazyBuffer.from_buffer(buf, shape)
   return lb.cast(target) if stored != target else lb
 
@@ -54,7 +55,7 @@ class Tensor:
 
   Operations build a lazy graph; `realize()` (or reading the data) runs it.
   """
-  __slots__ = ("lazydata", "requires_grad", "grad", "_ctx")
+  __slots__ = ("_ctx", "grad", "lazydata", "requires_grad")
   training: ClassVar[bool] = False
   no_grad: ClassVar[bool] = False
   _seed: ClassVar[int] = 0
@@ -150,6 +151,17 @@ class Tensor:
     if self.grad is not None:
       ret.grad = self.grad.to(device)
     return ret
+
+  def assign(self, x: Tensor | Scalar) -> Tensor:
+    """Give this tensor a new value (same shape and dtype), keeping its identity for those holding it.
+
+    This version swaps the tensor's lazy graph; the value lands in memory at the next realize."""
+    if not isinstance(x, Tensor):
+      x = Tensor.full(self.shape, x, dtype=self.dtype, device=self.device)
+    if x.shape != self.shape or x.dtype != self.dtype or x.device != self.device:
+      raise ValueError(f"assign of {x.shape} {x.dtype} on {x.device} to {self.shape} {self.dtype} on {self.device}: they must match")
+    self.lazydata = x.lazydata
+    return self
 
   def detach(self) -> Tensor:
     return Tensor(self.lazydata, device=self.device, requires_grad=False)
@@ -264,6 +276,11 @@ class Tensor:
     r = (1 - u[0]).log().mul(-2).sqrt()  # 1 - u is in (0, 1]: log is finite
     z = r * (u[1] * (2 * math.pi)).add(math.pi / 2).sin()
     return Tensor(z.reshape(shape).cast(dtype).lazydata, device=device, **kwargs)
+
+  @staticmethod
+  def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, **kwargs: Any) -> Tensor:
+    dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+    return Tensor((Tensor.rand(*shape, device=kwargs.pop("device", None)) * (high - low) + low).cast(dtype).lazydata, **kwargs)
 
   def rand_like(self, **kwargs: Any) -> Tensor:
     return Tensor.rand(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
@@ -464,8 +481,13 @@ class Tensor:
     if not isinstance(y, Tensor):
       if not isinstance(y, (bool, int, float)):
         raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
-      # a Python scalar takes the tensor's dtype unless its kind is wider (float with an int tensor)
-      dt = x.dtype if not (isinstance(y, float) and not dtypes.is_float(x.dtype)) and not (isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool) else dtypes.from_py(y)
+      # a Python scalar takes the tensor's dtype unless its kind is wider (float with an int tensor, int with bool)
+      if isinstance(y, float) and not dtypes.is_float(x.dtype):
+        dt = dtypes.default_float
+      elif isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool:
+        dt = dtypes.default_int
+      else:
+        dt = x.dtype
       y = Tensor(LazyBuffer.full(y, (), dt, x.device))
     elif y.device != x.device:
       raise RuntimeError(f"tensors are on different devices: {x.device} and {y.device}; move one with .to()")
@@ -525,7 +547,7 @@ class Tensor:
     return (a < b).detach().where(b, (a == b).detach().where((a + b) * 0.5 if dtypes.is_float(a.dtype) else a, a))
 
   def minimum(self, x: Tensor | Scalar) -> Tensor:
-    return -((-self).maximum(-x if not isinstance(x, Tensor) else -x))
+    return -((-self).maximum(-x))
 
   def clip(self, min_: Scalar, max_: Scalar) -> Tensor:
     return self.maximum(min_).minimum(max_)
@@ -604,11 +626,6 @@ class Tensor:
     dtype = to_dtype(dtype)
     return self if self.dtype == dtype else F.Cast.apply(self, dtype=dtype, bitcast=True)  # type: ignore[no-any-return]
 
-  def float(self) -> Tensor: return self.cast(dtypes.float32)
-  def half(self) -> Tensor: return self.cast(dtypes.float16)
-  def int(self) -> Tensor: return self.cast(dtypes.int32)
-  def bool(self) -> Tensor: return self.cast(dtypes.bool)
-
   # comparisons
   def __lt__(self, x: Tensor | Scalar) -> Tensor: return F.Less.apply(*self._broadcasted(x))  # type: ignore[no-any-return]
   def __gt__(self, x: Tensor | Scalar) -> Tensor: return F.Less.apply(*self._broadcasted(x, True))  # type: ignore[no-any-return]
@@ -654,12 +671,15 @@ class Tensor:
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))  # type: ignore[no-any-return]
 
   def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, acc_dtype: DType | None = None) -> Tensor:
-    # small ints and bools sum in int32, as torch and tinygrad do
-    acc = acc_dtype or (dtypes.int32 if dtypes.is_int(self.dtype) and self.dtype.itemsize < 4 or self.dtype == dtypes.bool else
-                        (dtypes.uint32 if self.dtype == dtypes.uint32 else self.dtype))
-    if dtypes.is_unsigned(self.dtype) and self.dtype.itemsize < 4:
-      acc = dtypes.uint32 if acc_dtype is None else acc
-    return self.cast(acc)._reduce(F.Sum, axis, keepdim)
+    """Sum over `axis`. Ints and bools accumulate in at least 32 bits (as tinygrad); half floats accumulate
+    in float32 and are cast back."""
+    if acc_dtype is None:
+      widest = dtypes.uint32 if dtypes.is_unsigned(self.dtype) else (dtypes.int32 if not dtypes.is_float(self.dtype) else dtypes.float32)
+      acc = least_upper_dtype(self.dtype, widest)
+    else:
+      acc = to_dtype(acc_dtype)
+    ret = self.cast(acc)._reduce(F.Sum, axis, keepdim)
+    return ret.cast(self.dtype) if acc_dtype is None and dtypes.is_float(self.dtype) else ret
 
   def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     if self.numel() == 0 and any(self.shape[a] == 0 for a in self._reduce_axes(axis)):
@@ -722,3 +742,8 @@ class Tensor:
     """Mean cross-entropy of logits `self` (N, C) against integer class labels Y (N,)."""
     return -(self.log_softmax(-1) * Y.one_hot(self.shape[-1])).sum(-1).mean()
 
+  # last in the class: these names shadow the builtins in annotations that follow them
+  def float(self) -> Tensor: return self.cast(dtypes.float32)
+  def half(self) -> Tensor: return self.cast(dtypes.float16)
+  def int(self) -> Tensor: return self.cast(dtypes.int32)
+  def bool(self) -> Tensor: return self.cast(dtypes.bool)

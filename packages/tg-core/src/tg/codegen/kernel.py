@@ -29,7 +29,7 @@ class Kernel:
     self.uops = linearize(self.lowerer.lower())
     if DEBUG >= 5:
       for i, u in enumerate(self.uops):
-        print(f"{i:4d} {str(u.op):20s} {str(u.dtype):20s} {[self.uops.index(s) if s in self.uops else s.op for s in u.src]} {u.arg!r}")
+        print(f"{i:4d} {u.op!s:20s} {u.dtype!s:20s} {[self.uops.index(s) if s in self.uops else s.op for s in u.src]} {u.arg!r}")
     return self.uops
 
   def to_program(self) -> Program:

@@ -10,8 +10,8 @@ A DEFINE_ACC's arg is its REDUCE: after the loops, uses of the REDUCE mean the a
 from __future__ import annotations
 
 from tg.codegen.uops import UOp, UOps
-from tg.ops import BinaryOps
 from tg.dtype import dtypes
+from tg.ops import BinaryOps
 
 
 def _identity(op: BinaryOps, u: UOp) -> UOp:

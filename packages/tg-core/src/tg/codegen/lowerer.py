@@ -73,7 +73,7 @@ class Lowerer:
         self.reduce_idxs[i] = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), UOp.const(i32, self.full_shape[i])), (len(self.global_size) + n, True))
     full_idxs = [self.global_idxs.get(i, self.reduce_idxs.get(i)) for i in range(len(self.full_shape))]
     out_idxs = [self.global_idxs.get(i, UOp.const(i32, 0)) for i in range(len(self.full_shape))]
-    self.idxs = {"full": full_idxs, "out": out_idxs}
+    self.idxs: dict[str, list[UOp]] = {"full": full_idxs, "out": out_idxs}  # type: ignore[dict-item]
     store = self.ast
     val = self._lower(store.src[0], "full" if self.reduceop is None else "out")
     st: ShapeTracker = store.arg.st

@@ -5,8 +5,9 @@ common subexpressions are shared for free and a graph can be compared with `is`.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum, auto
-from typing import Any, Callable
+from typing import Any
 
 from tg.dtype import ConstType, DType, PtrDType, dtypes
 from tg.ops import BinaryOps, Op, TernaryOps, UnaryOps, exec_alu
@@ -32,7 +33,7 @@ class UOps(Enum):
 
 class UOp:
   """One node of the kernel IR. Construct with UOp(op, dtype, src, arg); identical nodes are one object."""
-  __slots__ = ("op", "dtype", "src", "arg", "__weakref__")
+  __slots__ = ("__weakref__", "arg", "dtype", "op", "src")
   _cache: dict[tuple[Any, ...], UOp] = {}
   op: UOps
   dtype: DType | None

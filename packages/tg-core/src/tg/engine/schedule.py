@@ -53,7 +53,7 @@ def _needs_realize(outs: list[LazyBuffer]) -> list[LazyBuffer]:
       visit(s)
       if b.op is MetaOps.COPY:
         realize[s.base] = None  # a copy moves whole buffers
-    if b in out_bases or b.forced_realize or b.op in ReduceOps:
+    if b in out_bases or b.forced_realize or isinstance(b.op, ReduceOps):
       realize[b] = None
   for o in outs:
     visit(o)
@@ -104,13 +104,14 @@ class _KernelBuilder:
       ret = LazyOp(BufferOps.CONST, (), ConstBuffer(b.arg, b.dtype, st))
     elif b.op in (MetaOps.CONTIGUOUS, MetaOps.ASSIGN):
       ret = self.value(b.srcs[0], st)
-    elif b.op in ReduceOps:
+    elif isinstance(b.op, ReduceOps):
       assert b is self.out and top is None, "a reduction is only computed by its own kernel"
       ret = LazyOp(b.op, (self.value(b.srcs[0], None),), b.arg)
     elif b.op in (UnaryOps.CAST, UnaryOps.BITCAST):
       ret = LazyOp(b.op, (self.value(b.srcs[0], st),), b.arg)
     else:
-      ret = LazyOp(b.op, tuple(self.value(s, st) for s in b.srcs), b.arg)  # type: ignore[arg-type]
+      assert b.op is not None
+      ret = LazyOp(b.op, tuple(self.value(s, st) for s in b.srcs), b.arg)
     self.memo[key] = ret
     return ret
 

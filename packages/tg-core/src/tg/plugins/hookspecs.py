@@ -15,7 +15,8 @@ are ``firstresult``, so the first non-None result wins. A plugin may answer for 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 

@@ -10,7 +10,8 @@ import itertools
 import pickle
 import struct
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tg.codegen.uops import UOp, UOps
 from tg.device import Allocator, Compiler

@@ -6,7 +6,7 @@ math functions are written); the walk over the linear program is here, once.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from tg.codegen.uops import UOp, UOps
 from tg.dtype import DType, PtrDType, dtypes

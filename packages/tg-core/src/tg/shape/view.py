@@ -34,7 +34,7 @@ class View:
   contiguous: bool
 
   @staticmethod
-  @functools.lru_cache(maxsize=None)
+  @functools.cache
   def create(shape: tuple[int, ...], strides: tuple[int, ...] | None = None, offset: int = 0,
              mask: tuple[tuple[int, int], ...] | None = None) -> View:
     if any(s < 0 for s in shape):
