@@ -229,7 +229,8 @@ class Buffer:
   def as_buffer(self) -> memoryview:
     out = memoryview(bytearray(self.nbytes))
     if self.nbytes:
-      self.allocator.copyout(out, self.ensure_allocated()._buf)
+      self.ensure_allocated()
+      self.allocator.copyout(out, self._buf)
     return out
 
   def numpy(self) -> Any:

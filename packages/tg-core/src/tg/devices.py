@@ -12,7 +12,7 @@ def report() -> str:
   for d in installed_devices():
     why = Device.availability(d.name)
     status = "usable" if why == "" else f"not usable: {why}"
-    rows.append(f"{d.name:8s} {d.package or '?'} {d.version or '?':10s} {status}")
+    rows.append(f"{d.name:10s} {d.package or '?':12s} {d.version or '?':8s} {status}")
   if not rows:
     return "no tg devices installed: install one, e.g. `pip install tg-clang`"
   try:

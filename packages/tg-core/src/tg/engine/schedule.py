@@ -51,7 +51,7 @@ def _needs_realize(outs: list[LazyBuffer]) -> list[LazyBuffer]:
     visited.add(b)
     for s in b.srcs:
       visit(s)
-      if b.op is MetaOps.COPY:
+      if b.op is MetaOps.COPY and s.base.realized is None:
         realize[s.base] = None  # a copy moves whole buffers
     if b in out_bases or b.forced_realize or isinstance(b.op, ReduceOps):
       realize[b] = None

@@ -77,12 +77,14 @@ def load_plugin(device: str) -> ModuleType:
     raise PluginError(f"device {device} is not installed{hint}: install it with `pip install {package_for(device)}`. "
                       f"Installed devices: {names}.")
   ep = eps[device]
+  dist = getattr(ep, "dist", None)
+  package = dist.name if dist is not None else package_for(device)
   try:
     module = importlib.import_module(ep.value)
     version = getattr(module, "TG_PLUGIN_API_VERSION", None)
     if version != PLUGIN_API_VERSION:
       raise PluginError(f"plugin {ep.value} for device {device} was written for tg plugin API version {version}, "
-                        f"but this tg-core speaks version {PLUGIN_API_VERSION}: upgrade or downgrade {package_for(device)} to match tg-core")
+                        f"but this tg-core speaks version {PLUGIN_API_VERSION}: install a version of {package} made for this tg-core")
     if not _pm.is_registered(module):
       _pm.register(module, name=ep.value)
   except Exception as e:  # one broken plugin must not take the others down

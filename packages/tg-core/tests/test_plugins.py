@@ -1,0 +1,125 @@
+"""The plugin contract: devices come from entry points, load lazily, fail alone, and explain themselves."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tg import Device, Tensor
+from tg.plugins import PluginError, installed_devices, load_plugin
+
+try:
+  import tg_toy  # noqa: F401  (installed by the nox sessions from tests/plugins/tg-toy)
+  HAVE_TOY = True
+except ImportError:
+  HAVE_TOY = False
+# nox installs the toy plugin and sets this, so there the toy tests must run, not skip
+needs_toy = pytest.mark.skipif(not HAVE_TOY and not os.getenv("TG_REQUIRE_TOY"),
+                               reason="tg-toy not installed: pip install packages/tg-core/tests/plugins/tg-toy")
+
+
+def run_py(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+  return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **env}, check=False)
+
+
+def test_core_devices_come_from_entry_points() -> None:
+  devs = {d.name: d for d in installed_devices()}
+  assert devs["PYTHON"].package == "tg-core" and devs["PYTHON"].module == "tg.plugins.python"
+  assert devs["DISK"].package == "tg-core" and devs["DISK"].module == "tg.plugins.disk"
+
+
+def test_import_tg_loads_no_plugin() -> None:
+  out = run_py("import sys, tg; print(sorted(m for m in sys.modules if m.startswith(('tg_', 'tg.plugins.python', 'tg.plugins.disk'))))")
+  assert out.returncode == 0, out.stderr
+  assert out.stdout.strip() == "[]"
+
+
+def test_missing_device_names_its_package() -> None:
+  with pytest.raises(PluginError, match=r"pip install tg-nosuchdev"):
+    Device["NOSUCHDEV"]
+  with pytest.raises(PluginError, match=r"pip install tg-nosuchdev"):
+    Tensor([1, 2], device="nosuchdev")
+
+
+def test_device_strings_are_canonical() -> None:
+  assert Device.canonicalize("python") == "PYTHON"
+  assert Device.canonicalize("python:0") == "PYTHON"
+  assert Device.canonicalize("python:1") == "PYTHON:1"
+
+
+def test_device_instances_are_separate() -> None:
+  a = Tensor([1.0, 2.0], device="PYTHON:1")
+  assert a.device == "PYTHON:1"
+  assert Device["PYTHON:1"] is not Device["PYTHON"]
+  np.testing.assert_equal((a * 2).to("PYTHON").numpy(), [2.0, 4.0])
+
+
+def test_devices_command_lists_every_device() -> None:
+  out = subprocess.run([sys.executable, "-m", "tg.devices"], capture_output=True, text=True, check=False)
+  assert out.returncode == 0, out.stderr
+  lines = out.stdout.splitlines()
+  assert any(line.split()[:2] == ["PYTHON", "tg-core"] and "usable" in line for line in lines)
+  assert lines[-1].startswith("default device: ")
+
+
+def test_default_device_from_env() -> None:
+  out = run_py("from tg import Device; print(Device.DEFAULT)", DEVICE="python")
+  assert out.stdout.strip() == "PYTHON"
+  out = run_py("from tg import Device; print(Device.DEFAULT)", PYTHON="1", DEVICE="")
+  assert out.stdout.strip() == "PYTHON"
+
+
+def test_tg_plugins_limits_what_loads() -> None:
+  out = run_py("from tg import Device; print(Device.installed())", TG_PLUGINS="PYTHON")
+  assert out.stdout.strip() == "['PYTHON']"
+  out = run_py("from tg import Device\ntry:\n  Device['DISK']\nexcept Exception as e:\n  print(e)", TG_PLUGINS="PYTHON")
+  assert "excluded by TG_PLUGINS" in out.stdout
+
+
+def test_disk_buffers_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
+  from tg.device import Buffer
+  from tg.dtype import dtypes
+  path = str(tmp_path / "weights.bin")
+  data = np.arange(10, dtype=np.float32)
+  Buffer("DISK", 10, dtypes.float32, options=path).copyin(memoryview(data.view(np.uint8)))
+  assert os.path.getsize(path) == 40
+  np.testing.assert_equal(Buffer("DISK", 10, dtypes.float32, options=path).numpy(), data)
+  assert Device["DISK"].renderer is None  # storage only: it runs no kernels
+
+
+@needs_toy
+def test_third_party_device_runs_a_kernel() -> None:
+  from tg_toy import plugin
+  assert "TOY" in Device.installed()
+  a, b = Tensor([1.0, 2.0, 3.0], device="TOY"), Tensor([4.0, 5.0, 6.0], device="TOY")
+  before = len(plugin.launches)
+  out = ((a * b).sum() + a.max()).numpy()
+  assert out == pytest.approx(35.0)
+  assert len(plugin.launches) > before, "the kernels must run on TOY's own runtime"
+  np.testing.assert_allclose(Tensor([1.0, 2.0], device="TOY").to(Device.DEFAULT).numpy(), [1.0, 2.0])
+
+
+@needs_toy
+def test_broken_plugin_breaks_only_its_device() -> None:
+  with pytest.raises(PluginError, match="libtoy.so"):
+    load_plugin("TOYBROKEN")
+  with pytest.raises(PluginError, match="libtoy.so"):  # the error is kept, not retried
+    Device["TOYBROKEN"]
+  assert "libtoy.so" in Device.availability("TOYBROKEN")
+  assert (Tensor([2.0], device="TOY") * 3).item() == 6.0
+  assert (Tensor([2.0]) * 3).item() == 6.0
+
+
+@needs_toy
+def test_plugin_api_version_mismatch_is_refused() -> None:
+  with pytest.raises(PluginError, match=r"version 0.*version 1"):
+    Device["TOYOLD"]
+
+
+@needs_toy
+def test_toy_is_not_chosen_as_default() -> None:
+  out = run_py("from tg import Device; print(Device.DEFAULT)", DEVICE="")
+  assert out.stdout.strip() not in ("TOY", "TOYBROKEN", "TOYOLD", "DISK")
