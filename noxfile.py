@@ -1,0 +1,64 @@
+"""Every check as a nox session. `nox` runs them all; `nox --list` shows the matrix.
+
+  lint                     ruff over the whole tree
+  types                    mypy (strict) over tg-core and the backends
+  tests(backend='python')  tg-core's tests on the PYTHON device (alias: core)
+  tests(backend='clang')   tg-core's tests on CLANG, plus tg-clang's own tests (alias: clang)
+
+Each test session makes a fresh venv, installs tg-core and the backend from this working tree (plus
+the toy third-party plugin used by the plugin tests), checks that the device registered and is
+usable, then runs the device-generic tests on it.
+"""
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["lint", "types", "tests"]
+nox.options.reuse_existing_virtualenvs = False
+
+CORE = "packages/tg-core"
+TOY = "packages/tg-core/tests/plugins/tg-toy"
+# backend name -> (device, package dir or None for devices built into tg-core)
+BACKENDS = {"python": ("PYTHON", None), "clang": ("CLANG", "packages/tg-clang")}
+TEST_DEPS = ["pytest", "hypothesis", "torch==2.13.0"]
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+  session.install("ruff")
+  session.run("ruff", "check", ".")
+
+
+@nox.session
+def types(session: nox.Session) -> None:
+  session.install("mypy", "pytest", f"./{CORE}", "./packages/tg-clang")
+  session.run("mypy")
+
+
+def _run_backend_tests(session: nox.Session, backend: str) -> None:
+  device, package = BACKENDS[backend]
+  session.install(*TEST_DEPS)
+  session.install(f"./{CORE}", f"./{TOY}", *([f"./{package}"] if package else []))
+  # the device must have registered through its entry point and be usable here
+  session.run("python", "-m", "tg.devices")
+  session.run("python", "-c", f"from tg import Device, Tensor; Device['{device}']; assert (Tensor([1, 2], device='{device}') * 2).tolist() == [2, 4]")
+  tests = [f"{CORE}/tests"] + ([f"{package}/tests"] if package else [])
+  session.run("pytest", *tests, f"--tg-device={device}", "-q", *session.posargs, env={"TG_REQUIRE_TOY": "1"})
+
+
+@nox.session
+@nox.parametrize("backend", list(BACKENDS))
+def tests(session: nox.Session, backend: str) -> None:
+  _run_backend_tests(session, backend)
+
+
+@nox.session
+def core(session: nox.Session) -> None:
+  """Alias of tests(backend='python')."""
+  _run_backend_tests(session, "python")
+
+
+@nox.session
+def clang(session: nox.Session) -> None:
+  """Alias of tests(backend='clang')."""
+  _run_backend_tests(session, "clang")
