@@ -104,9 +104,9 @@ def test_third_party_device_runs_a_kernel() -> None:
 
 @needs_toy
 def test_broken_plugin_breaks_only_its_device() -> None:
-  with pytest.raises(PluginError, match="libtoy.so"):
+  with pytest.raises(PluginError, match=r"libtoy\.so"):
     load_plugin("TOYBROKEN")
-  with pytest.raises(PluginError, match="libtoy.so"):  # the error is kept, not retried
+  with pytest.raises(PluginError, match=r"libtoy\.so"):  # the error is kept, not retried
     Device["TOYBROKEN"]
   assert "libtoy.so" in Device.availability("TOYBROKEN")
   assert (Tensor([2.0], device="TOY") * 3).item() == 6.0

@@ -25,7 +25,7 @@ class LazyBuffer:
       self.op, self.arg, self.srcs = op, arg, srcs
       # an ASSIGN writes into the buffer of its target; everything else gets a buffer of its own
       self.buffer: Buffer = srcs[1].base.buffer if op is MetaOps.ASSIGN else Buffer(device, prod(st.shape), dtype)
-      self.forced_realize = op in (MetaOps.CONTIGUOUS, MetaOps.COPY, MetaOps.ASSIGN)
+      self.forced_realize = op in (MetaOps.EMPTY, MetaOps.CONTIGUOUS, MetaOps.COPY, MetaOps.ASSIGN)
     else:
       assert base.base is base, "a view's base must be a base"
 

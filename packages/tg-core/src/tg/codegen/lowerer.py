@@ -117,7 +117,10 @@ class Lowerer:
       if self.emulate_bf16 and dtypes.bfloat16 in (op.arg, op.src[0].dtype):
         raise NotImplementedError("bitcast to or from bfloat16 on a device that emulates bfloat16")
       return UOp(UOps.BITCAST, op.arg, (srcs[0],))
-    return srcs[0].alu(op.op, *srcs[1:])  # type: ignore[arg-type]
+    out = srcs[0].alu(op.op, *srcs[1:])  # type: ignore[arg-type]
+    if self.emulate_bf16 and op.dtype == dtypes.bfloat16:  # each bfloat16 result is rounded, as on hardware
+      out = _bf16_to_float(_float_to_bf16_bits(out))
+    return out
 
 
 def lower_ast(ast: LazyOp, renderer: Renderer) -> UOp:

@@ -35,12 +35,14 @@ class PythonRenderer(Renderer):
       if u.op is UOps.DEFINE_ACC:
         index[u.arg] = index[u]
     prog = [(u.op.name, u.dtype, [index[s] for s in u.src], u.arg if u.op is not UOps.DEFINE_ACC else None) for u in uops]
-    return pickle.dumps(prog).hex()
+    # a readable listing for people (DEBUG=4), then the program itself on the last line for the compiler
+    listing = [f"# {name}"] + [f"# {i:4d} {op:12s} {dt!s:22s} {srcs!s:16s} {arg!r}" for i, (op, dt, srcs, arg) in enumerate(prog)]
+    return "\n".join(listing + [pickle.dumps(prog).hex()])
 
 
 class PythonCompiler(Compiler):
   def compile(self, src: str) -> bytes:
-    return bytes.fromhex(src)
+    return bytes.fromhex(src.rsplit("\n", 1)[-1])
 
 
 def _fmt(dt: DType) -> str:

@@ -1,13 +1,14 @@
-"""The TOY device. It renders a kernel's linear program as text, "compiles" it to bytes, and runs it
-with the UOp interpreter that tg-core ships, on buffers of its own. Everything goes through the
+"""The TOY device. It reuses the renderer, compiler and UOp interpreter that tg-core ships for PYTHON,
+and brings its own allocator and a runtime that records each launch. Everything goes through the
 public contract only: hookimpl, the Renderer/Compiler/Allocator base classes and the hook names."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tg.device import Allocator, Compiler
 from tg.plugins import hookimpl
-from tg.plugins.python import PythonProgram, PythonRenderer
+from tg.plugins.python import PythonCompiler, PythonProgram, PythonRenderer
 from tg.renderer import Renderer
 
 TG_PLUGIN_API_VERSION = 1
@@ -17,11 +18,6 @@ launches: list[str] = []  # kernel names run on TOY, so tests can see that TOY i
 
 class ToyRenderer(PythonRenderer):
   device = DEVICE
-
-
-class ToyCompiler(Compiler):
-  def compile(self, src: str) -> bytes:
-    return bytes.fromhex(src)
 
 
 class ToyProgram(PythonProgram):
@@ -58,7 +54,7 @@ def tg_renderer(device: str) -> Renderer | None:
 
 @hookimpl
 def tg_compiler(device: str) -> Compiler | None:
-  return ToyCompiler() if device == DEVICE else None
+  return PythonCompiler() if device == DEVICE else None
 
 
 @hookimpl

@@ -1,0 +1,61 @@
+"""tg-clang's own checks: the device registers, its C compiles, its errors say what to do."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tg import Device, Tensor
+from tg.codegen.kernel import Kernel
+from tg.engine.schedule import create_schedule
+from tg.plugins import installed_devices
+from tg_clang.compiler import ClangCompileError, ClangCompiler
+from tg_clang.renderer import ClangRenderer
+
+
+def test_clang_registers_through_its_entry_point() -> None:
+  devs = {d.name: d for d in installed_devices()}
+  assert devs["CLANG"].package == "tg-clang" and devs["CLANG"].module == "tg_clang.plugin"
+  assert isinstance(Device["CLANG"].renderer, ClangRenderer)
+
+
+def _source(t: Tensor) -> str:
+  si = create_schedule([t.lazydata])[-1]
+  return Kernel(si.ast, ClangRenderer()).to_program().src
+
+
+def test_elementwise_source_is_one_loop() -> None:
+  a, b = Tensor.empty(4, 8, device="CLANG"), Tensor.empty(4, 8, device="CLANG")
+  src = _source((a * b + 1).relu())
+  assert src.count("for (") == 2 and "data0[" in src and src.count("void ") == 1
+  ClangCompiler().compile(src)  # it is valid C
+
+
+def test_reduce_source_accumulates_in_a_loop() -> None:
+  a = Tensor.empty(4, 8, device="CLANG")
+  src = _source(a.sum(axis=1))
+  assert "acc0" in src and src.count("for (") == 2
+
+
+def test_compile_error_shows_source() -> None:
+  with pytest.raises(ClangCompileError, match="source"):
+    ClangCompiler().compile("void broken( {")
+
+
+def test_missing_clang_is_explained() -> None:
+  code = "from tg import Device; print(Device.availability('CLANG'))"
+  env = {**os.environ, "TG_CLANG": "/nonexistent/clang"}
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+  assert "not found" in out.stdout and "apt-get install clang" in out.stdout
+
+
+def test_float16_and_bfloat16_on_clang() -> None:
+  from tg.dtype import dtypes
+  x = np.array([1.5, -2.25, 3.0, 1000.0], dtype=np.float32)
+  h = Tensor(x, device="CLANG").cast(dtypes.float16)
+  np.testing.assert_array_equal((h * 2).numpy(), (x.astype(np.float16) * 2))
+  b = Tensor(x, device="CLANG").cast(dtypes.bfloat16)
+  np.testing.assert_array_equal((b + 1).cast(dtypes.float32).numpy(), [2.5, -1.25, 4.0, 1000.0])

@@ -1,0 +1,111 @@
+"""The parts below the scheduler: DEBUG output, the compile cache, the allocator, and ExecItems."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from tg import Device, Tensor
+from tg.device import Compiler, LRUAllocator
+from tg.helpers import Context, GlobalCounters, diskcache_get, diskcache_put
+
+
+def run_py(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+  env = {**os.environ, "DEVICE": Device.DEFAULT, **env}
+  return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+
+
+PROGRAM = "from tg import Tensor; print((Tensor([1.0, 2.0, 3.0]) * 2 + 1).tolist())"
+
+
+def test_debug2_prints_each_kernel_with_its_time() -> None:
+  out = run_py(PROGRAM, DEBUG="2")
+  assert out.returncode == 0, out.stderr
+  kernel_lines = [line for line in out.stdout.splitlines() if line.startswith("***")]
+  assert kernel_lines, out.stdout
+  assert all(Device.DEFAULT[:7] in line and "tm" in line and "GFLOPS" in line for line in kernel_lines)
+  assert out.stdout.splitlines()[-1] == "[3.0, 5.0, 7.0]"
+
+
+def test_debug4_prints_the_source() -> None:
+  quiet, loud = run_py(PROGRAM, DEBUG="2"), run_py(PROGRAM, DEBUG="4")
+  assert loud.returncode == 0, loud.stderr
+  # DEBUG=4 adds the rendered source of the kernel (its name appears in the source) to DEBUG=2's lines
+  assert len(loud.stdout.splitlines()) > len(quiet.stdout.splitlines())
+  name = next(line for line in quiet.stdout.splitlines() if line.startswith("***")).split()[3]
+  assert any(name in line and not line.startswith("***") for line in loud.stdout.splitlines())
+
+
+class CountingCompiler(Compiler):
+  def __init__(self, cachekey: str | None) -> None:
+    super().__init__(cachekey)
+    self.calls = 0
+
+  def compile(self, src: str) -> bytes:
+    self.calls += 1
+    return src.encode()
+
+
+def test_compile_cache_hits_skip_the_compiler() -> None:
+  key = f"test_compile_{os.getpid()}_{np.random.randint(1 << 30)}"
+  a, b = CountingCompiler(key), CountingCompiler(key)
+  assert a.compile_cached("int x;") == b"int x;" and a.calls == 1
+  assert b.compile_cached("int x;") == b"int x;" and b.calls == 0  # served from the disk cache
+  assert b.compile_cached("int y;") == b"int y;" and b.calls == 1
+
+
+def test_cachelevel0_disables_the_cache() -> None:
+  key = f"test_nocache_{os.getpid()}_{np.random.randint(1 << 30)}"
+  with Context(CACHELEVEL=0):
+    a, b = CountingCompiler(key), CountingCompiler(key)
+    a.compile_cached("int z;")
+    b.compile_cached("int z;")
+    assert (a.calls, b.calls) == (1, 1)
+    assert diskcache_put("test_table", "k", 1) == 1 and diskcache_get("test_table", "k") is None
+
+
+def test_compiler_without_cachekey_never_caches() -> None:
+  a = CountingCompiler(None)
+  a.compile_cached("int w;")
+  a.compile_cached("int w;")
+  assert a.calls == 2
+
+
+class CountingAllocator(LRUAllocator):
+  def __init__(self) -> None:
+    super().__init__()
+    self.allocs = 0
+
+  def _alloc(self, size: int, options: object) -> bytearray:
+    self.allocs += 1
+    return bytearray(size)
+
+
+def test_lru_allocator_reuses_freed_buffers() -> None:
+  alloc = CountingAllocator()
+  x = alloc.alloc(64)
+  alloc.free(x, 64)
+  assert alloc.alloc(64) is x and alloc.allocs == 1
+  alloc.alloc(32)
+  assert alloc.allocs == 2
+  alloc.free(x, 64)
+  alloc.free_cache()
+  assert not alloc.cache
+
+
+def test_same_kernel_compiles_once() -> None:
+  from tg.engine import realize
+  a, b = Tensor([1.0, 2.0, 3.0]).realize(), Tensor([4.0, 5.0, 6.0]).realize()
+  (a * b - a).realize()
+  n = len(realize.method_cache)
+  (b * a - b).realize()  # same AST, other buffers
+  assert len(realize.method_cache) == n
+
+
+def test_global_counters_count_kernels() -> None:
+  a = Tensor([1.0, 2.0, 3.0]).realize()
+  GlobalCounters.reset()
+  (a + 1).realize()
+  assert GlobalCounters.kernel_count == 1 and GlobalCounters.global_ops > 0
