@@ -4,12 +4,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tg.device import Allocator, Compiler
+from tg.device import Allocator, Compiler, HostAllocator
 from tg.plugins import hookimpl
 from tg.renderer import Renderer
 from tg_clang.compiler import CLANG, ClangCompiler, clang_version
 from tg_clang.renderer import ClangRenderer
-from tg_clang.runtime import ClangAllocator, ClangProgram
+from tg_clang.runtime import ClangProgram
 
 TG_PLUGIN_API_VERSION = 1
 DEVICE = "CLANG"
@@ -39,7 +39,7 @@ def tg_compiler(device: str) -> Compiler | None:
 
 @hookimpl
 def tg_allocator(device: str) -> Allocator | None:
-  return ClangAllocator() if device == DEVICE else None
+  return HostAllocator() if device == DEVICE else None  # kernels run on the host: plain host memory
 
 
 @hookimpl

@@ -1,4 +1,4 @@
-"""Loading and calling compiled kernels, and host memory for CLANG buffers, through cffi (ABI mode)."""
+"""Loading and calling compiled kernels through cffi (ABI mode)."""
 from __future__ import annotations
 
 import os
@@ -7,8 +7,6 @@ import time
 from typing import Any
 
 import cffi
-
-from tg.device import LRUAllocator
 
 ffi = cffi.FFI()
 
@@ -38,16 +36,3 @@ class ClangProgram:
     st = time.perf_counter()
     self.fxn(*args, *vals)
     return time.perf_counter() - st if wait else None
-
-
-class ClangAllocator(LRUAllocator):
-  """Host memory: a bytearray per buffer, passed to kernels as a pointer."""
-
-  def _alloc(self, size: int, options: Any) -> Any:
-    return bytearray(size)
-
-  def copyin(self, dest: Any, src: memoryview) -> None:
-    memoryview(dest)[:] = src
-
-  def copyout(self, dest: memoryview, src: Any) -> None:
-    dest[:] = memoryview(src)

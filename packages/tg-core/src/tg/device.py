@@ -67,6 +67,19 @@ class LRUAllocator(Allocator):
     pass
 
 
+class HostAllocator(LRUAllocator):
+  """Buffers in host memory: any object with the buffer protocol (a bytearray by default)."""
+
+  def _alloc(self, size: int, options: Any) -> Any:
+    return bytearray(size)
+
+  def copyin(self, dest: Any, src: memoryview) -> None:
+    memoryview(dest).cast("B")[:] = src
+
+  def copyout(self, dest: memoryview, src: Any) -> None:
+    dest[:] = memoryview(src).cast("B")
+
+
 class Compiler:
   """Turns source into bytes the runtime can load. `cachekey` names the compiler and its version;
   compiled output is cached on disk under it (None: never cached)."""

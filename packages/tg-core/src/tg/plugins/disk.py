@@ -9,14 +9,14 @@ import mmap
 import os
 from typing import Any
 
-from tg.device import Allocator
+from tg.device import Allocator, HostAllocator
 from tg.plugins import hookimpl
 
 TG_PLUGIN_API_VERSION = 1
 DEVICE = "DISK"
 
 
-class DiskAllocator(Allocator):
+class DiskAllocator(HostAllocator):
   def alloc(self, size: int, options: Any = None) -> Any:
     if not isinstance(options, (str, os.PathLike)):
       raise ValueError("a DISK buffer needs a file: create it with options=<path>")
@@ -27,11 +27,8 @@ class DiskAllocator(Allocator):
         f.truncate(size)
       return memoryview(mmap.mmap(f.fileno(), size)) if size else memoryview(b"")
 
-  def copyin(self, dest: Any, src: memoryview) -> None:
-    dest[:] = src
-
-  def copyout(self, dest: memoryview, src: Any) -> None:
-    dest[:] = src
+  def free(self, opaque: Any, size: int, options: Any = None) -> None:
+    """Mappings of files are not worth caching: they go when unused."""
 
 
 @hookimpl

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tg.codegen.uops import UOp, UOps
-from tg.device import Allocator, Compiler
+from tg.device import Allocator, Compiler, HostAllocator
 from tg.dtype import DType, PtrDType, dtypes
 from tg.ops import exec_alu, truncate
 from tg.plugins import hookimpl
@@ -152,17 +152,6 @@ def _cast(x: Any, dt: DType) -> Any:
   return truncate(dt, x)
 
 
-class PythonAllocator(Allocator):
-  def alloc(self, size: int, options: Any = None) -> Any:
-    return memoryview(bytearray(size))
-
-  def copyin(self, dest: Any, src: memoryview) -> None:
-    dest[:] = src
-
-  def copyout(self, dest: memoryview, src: Any) -> None:
-    dest[:] = src
-
-
 @hookimpl
 def tg_device_available(device: str) -> str | None:
   return "" if device == DEVICE else None
@@ -185,7 +174,7 @@ def tg_compiler(device: str) -> Compiler | None:
 
 @hookimpl
 def tg_allocator(device: str) -> Allocator | None:
-  return PythonAllocator() if device == DEVICE else None
+  return HostAllocator() if device == DEVICE else None
 
 
 @hookimpl

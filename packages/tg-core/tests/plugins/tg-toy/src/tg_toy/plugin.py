@@ -14,6 +14,7 @@ from tg.renderer import Renderer
 TG_PLUGIN_API_VERSION = 1
 DEVICE = "TOY"
 launches: list[str] = []  # kernel names run on TOY, so tests can see that TOY itself ran them
+memory: dict[int, bytearray] = {}  # TOY's "device memory": buffers are integer handles into it
 
 
 class ToyRenderer(PythonRenderer):
@@ -23,18 +24,25 @@ class ToyRenderer(PythonRenderer):
 class ToyProgram(PythonProgram):
   def __call__(self, *bufs: Any, **kwargs: Any) -> float | None:
     launches.append(self.name)
-    return super().__call__(*bufs, **kwargs)
+    return super().__call__(*[memory[h] for h in bufs], **kwargs)
 
 
 class ToyAllocator(Allocator):
+  """Hands out integer handles, as a GPU allocator hands out device pointers: tg never looks inside."""
+
   def alloc(self, size: int, options: Any = None) -> Any:
-    return memoryview(bytearray(size))
+    handle = max(memory, default=0) + 1
+    memory[handle] = bytearray(size)
+    return handle
+
+  def free(self, opaque: Any, size: int, options: Any = None) -> None:
+    del memory[opaque]
 
   def copyin(self, dest: Any, src: memoryview) -> None:
-    dest[:] = src
+    memory[dest][:] = src
 
   def copyout(self, dest: memoryview, src: Any) -> None:
-    dest[:] = src
+    dest[:] = memory[src]
 
 
 @hookimpl
