@@ -1,6 +1,6 @@
 """View and ShapeTracker, proved against numpy.
 
-A tracker is checked by evaluating the index expressions `to_indexed_uops` builds, for every element of its shape,
+A tracker is checked by evaluating the index expressions `expr_idxs` builds, for every element of its shape,
 and comparing with numpy: the same movement ops applied to `np.arange(n).reshape(shape)` (with -1 for padding) give,
 for each element, the flat buffer index it reads, or -1 where it reads padding (invalid).
 """
@@ -10,45 +10,24 @@ import random
 import numpy as np
 import pytest
 
-from tg.codegen.uops import UOp, UOps
-from tg.dtype import dtypes
 from tg.helpers import prod
-from tg.ops import exec_alu
 from tg.shape.shapetracker import ShapeTracker
+from tg.shape.symbolic import Variable, sym_infer
 from tg.shape.view import View
 
 # ---------- evaluating index expressions ----------
 
 
-def _eval(u, env, memo):
-  """The Python value of UOp `u`, with the DEFINE_VAR placeholders set from `env` (name -> int)."""
-  if u in memo:
-    return memo[u]
-  if u.op is UOps.DEFINE_VAR:
-    ret = env[u.arg]
-  elif u.op is UOps.CONST:
-    ret = u.arg
-  elif u.op is UOps.ALU:
-    ret = exec_alu(u.arg, u.dtype, [_eval(s, env, memo) for s in u.src])
-  else:
-    raise AssertionError(f"unexpected UOp in an index expression: {u}")
-  memo[u] = ret
-  return ret
-
-
-def _placeholders(ndim):
-  return [UOp(UOps.DEFINE_VAR, dtypes.int32, (), f"i{k}") for k in range(ndim)]
-
-
 def indexes(st):
   """{element index tuple: flat buffer index, or None where the element is invalid (padding)}."""
-  idx, valid = st.to_indexed_uops(_placeholders(len(st.shape)))
+  placeholders = [Variable(f"i{k}", 0, s - 1) for k, s in enumerate(st.shape)]
+  idx, valid = st.expr_idxs(placeholders)
   out = {}
   for pos in itertools.product(*[range(s) for s in st.shape]):
-    env, memo = {f"i{k}": v for k, v in enumerate(pos)}, {}
-    v = _eval(valid, env, memo)
-    assert isinstance(v, bool), f"valid evaluated to {v!r}"
-    out[pos] = _eval(idx, env, memo) if v else None
+    env = {p: v for p, v in zip(placeholders, pos) if isinstance(p, Variable)}
+    v = sym_infer(valid, env)
+    assert v in (0, 1), f"valid evaluated to {v!r}"
+    out[pos] = sym_infer(idx, env) if v else None
   return out
 
 

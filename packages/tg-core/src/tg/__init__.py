@@ -2,6 +2,7 @@
 from tg.device import Device
 from tg.dtype import dtypes
 from tg.helpers import Context, GlobalCounters, getenv
+from tg.shape.symbolic import Variable
 from tg.tensor import Tensor
 
 __version__ = "0.1.0"

@@ -246,12 +246,5 @@ class Buffer:
       self.allocator.copyout(out, self._buf)
     return out
 
-  def numpy(self) -> Any:
-    import numpy as np
-    raw = np.frombuffer(self.as_buffer(), dtype=np.uint16 if self.dtype == dtypes.bfloat16 else self.dtype.np)
-    if self.dtype == dtypes.bfloat16:  # numpy has no bfloat16: widen the bits to float32
-      return (raw.astype(np.uint32) << 16).view(np.float32)
-    return raw
-
   def __repr__(self) -> str:
     return f"<buf device:{self.device} size:{self.size} dtype:{self.dtype}>"

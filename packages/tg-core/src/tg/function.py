@@ -12,6 +12,7 @@ from tg.dtype import DType
 from tg.helpers import argsort
 from tg.lazy import LazyBuffer
 from tg.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
+from tg.shape.symbolic import sint
 
 
 class Function:
@@ -214,7 +215,7 @@ class Max(Function):
 # ---------- movement ----------
 
 class Expand(Function):
-  def forward(self, x: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
+  def forward(self, x: LazyBuffer, shape: tuple[sint, ...]) -> LazyBuffer:
     self.expanded_axis = tuple(i for i, (si, so) in enumerate(zip(x.shape, shape)) if si != so)
     return x.expand(shape)
 
@@ -223,7 +224,7 @@ class Expand(Function):
 
 
 class Reshape(Function):
-  def forward(self, x: LazyBuffer, shape: tuple[int, ...]) -> LazyBuffer:
+  def forward(self, x: LazyBuffer, shape: tuple[sint, ...]) -> LazyBuffer:
     self.input_shape = x.shape
     return x.reshape(shape)
 
@@ -241,7 +242,7 @@ class Permute(Function):
 
 
 class Pad(Function):
-  def forward(self, x: LazyBuffer, arg: tuple[tuple[int, int], ...]) -> LazyBuffer:
+  def forward(self, x: LazyBuffer, arg: tuple[tuple[sint, sint], ...]) -> LazyBuffer:
     self.narg = tuple((p[0], s + p[0]) for s, p in zip(x.shape, arg))
     return x.pad(arg)
 
@@ -250,7 +251,7 @@ class Pad(Function):
 
 
 class Shrink(Function):
-  def forward(self, x: LazyBuffer, arg: tuple[tuple[int, int], ...]) -> LazyBuffer:
+  def forward(self, x: LazyBuffer, arg: tuple[tuple[sint, sint], ...]) -> LazyBuffer:
     self.narg = tuple((p[0], s - p[1]) for s, p in zip(x.shape, arg))
     return x.shrink(arg)
 

@@ -13,6 +13,12 @@ from tg.dtype import ConstType, DType, dtypes
 from tg.helpers import prod
 from tg.ops import BinaryOps, MetaOps, Op, ReduceOps, TernaryOps, UnaryOps, exec_alu
 from tg.shape.shapetracker import ShapeTracker
+from tg.shape.symbolic import sint
+
+
+def _max_size(shape: tuple[sint, ...]) -> int:
+  """Elements a buffer of `shape` needs for every value of its variables (one buffer serves them all)."""
+  return prod(s if isinstance(s, int) else s.max for s in shape)
 
 
 class LazyBuffer:
@@ -24,7 +30,7 @@ class LazyBuffer:
     if base is None:
       self.op, self.arg, self.srcs = op, arg, srcs
       # an ASSIGN writes into the buffer of its target; everything else gets a buffer of its own
-      self.buffer: Buffer = srcs[1].base.buffer if op is MetaOps.ASSIGN else Buffer(device, prod(st.shape), dtype)
+      self.buffer: Buffer = srcs[1].base.buffer if op is MetaOps.ASSIGN else Buffer(device, _max_size(st.shape), dtype)
       self.forced_realize = op in (MetaOps.EMPTY, MetaOps.CONTIGUOUS, MetaOps.COPY, MetaOps.ASSIGN)
     else:
       assert base.base is base, "a view's base must be a base"
@@ -46,24 +52,24 @@ class LazyBuffer:
 
   # ---------- creation ----------
   @staticmethod
-  def metaop(op: MetaOps, shape: tuple[int, ...], dtype: DType, device: str, arg: Any = None,
+  def metaop(op: MetaOps, shape: tuple[sint, ...], dtype: DType, device: str, arg: Any = None,
              srcs: tuple[LazyBuffer, ...] = ()) -> LazyBuffer:
     return LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op, arg, srcs)
 
   @staticmethod
-  def from_buffer(buf: Buffer, shape: tuple[int, ...]) -> LazyBuffer:
+  def from_buffer(buf: Buffer, shape: tuple[sint, ...]) -> LazyBuffer:
     """A realized LazyBuffer holding `buf` (e.g. data copied in from the host)."""
     ret = LazyBuffer(buf.device, ShapeTracker.from_shape(shape), buf.dtype, MetaOps.EMPTY)
     ret.buffer, ret.op = buf, None
     return ret
 
-  def const(self, val: ConstType, shape: tuple[int, ...] | None = None) -> LazyBuffer:
+  def const(self, val: ConstType, shape: tuple[sint, ...] | None = None) -> LazyBuffer:
     """A constant of this buffer's dtype and device, shaped like it unless `shape` is given."""
     shape = self.shape if shape is None else shape
     return LazyBuffer.full(val, shape, self.dtype, self.device)
 
   @staticmethod
-  def full(val: ConstType, shape: tuple[int, ...], dtype: DType, device: str) -> LazyBuffer:
+  def full(val: ConstType, shape: tuple[sint, ...], dtype: DType, device: str) -> LazyBuffer:
     base = LazyBuffer.metaop(MetaOps.CONST, (), dtype, device, dtypes.as_const(val, dtype))
     return base.reshape((1,) * len(shape)).expand(shape)
 
@@ -135,7 +141,7 @@ class LazyBuffer:
       return self.const({ReduceOps.SUM: 0.0, ReduceOps.MAX: dtypes.min(self.dtype)}[op], new_shape)
     if not axis or all(self.shape[a] == 1 for a in axis):
       return self.reshape(new_shape)
-    if self.is_unrealized_const() and op is ReduceOps.SUM:
+    if self.is_unrealized_const() and op is ReduceOps.SUM and all(isinstance(self.shape[a], int) for a in axis):
       return self.const(self.const_value * prod(self.shape[a] for a in axis), new_shape)
     if self.is_unrealized_const() and op is ReduceOps.MAX:
       return self.const(self.const_value, new_shape)
@@ -149,9 +155,9 @@ class LazyBuffer:
       return self.base
     return LazyBuffer(self.device, new_st, self.dtype, base=self.base)
 
-  def reshape(self, arg: tuple[int, ...]) -> LazyBuffer: return self._view(self.st.reshape(arg))
-  def pad(self, arg: tuple[tuple[int, int], ...]) -> LazyBuffer: return self._view(self.st.pad(arg))
-  def expand(self, arg: tuple[int, ...]) -> LazyBuffer: return self._view(self.st.expand(arg))
+  def reshape(self, arg: tuple[sint, ...]) -> LazyBuffer: return self._view(self.st.reshape(arg))
+  def pad(self, arg: tuple[tuple[sint, sint], ...]) -> LazyBuffer: return self._view(self.st.pad(arg))
+  def expand(self, arg: tuple[sint, ...]) -> LazyBuffer: return self._view(self.st.expand(arg))
   def permute(self, arg: tuple[int, ...]) -> LazyBuffer: return self._view(self.st.permute(arg))
-  def shrink(self, arg: tuple[tuple[int, int], ...]) -> LazyBuffer: return self._view(self.st.shrink(arg))
+  def shrink(self, arg: tuple[tuple[sint, sint], ...]) -> LazyBuffer: return self._view(self.st.shrink(arg))
   def stride(self, arg: tuple[int, ...]) -> LazyBuffer: return self._view(self.st.stride(arg))

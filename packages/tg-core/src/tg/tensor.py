@@ -11,17 +11,23 @@ from tg.device import Buffer, Device
 from tg.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
 from tg.engine.realize import run_schedule
 from tg.engine.schedule import create_schedule
-from tg.helpers import all_int, argfix, prod
+from tg.helpers import argfix, prod
 from tg.lazy import LazyBuffer
 from tg.ops import MetaOps
+from tg.shape.symbolic import Node, bound_value, sint
 
 Scalar = ConstType
 
 
-def _broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+def _concrete(x: sint) -> int:
+  """The value of a size: itself, or a symbolic size at the value its variables are bound to."""
+  return x if isinstance(x, int) else bound_value(x)
+
+
+def _broadcast_shape(*shapes: tuple[sint, ...]) -> tuple[sint, ...]:
   ndim = max(len(s) for s in shapes)
   padded = [(1,) * (ndim - len(s)) + s for s in shapes]
-  out = []
+  out: list[sint] = []
   for dims in zip(*padded):
     sizes = {d for d in dims if d != 1}
     if len(sizes) > 1:
@@ -91,19 +97,19 @@ class Tensor:
   def __len__(self) -> int:
     if not self.shape:
       raise TypeError("len() of a 0-d tensor")
-    return self.shape[0]
+    return _concrete(self.shape[0])
 
   @property
   def device(self) -> str: return self.lazydata.device
   @property
-  def shape(self) -> tuple[int, ...]: return self.lazydata.shape
+  def shape(self) -> tuple[sint, ...]: return self.lazydata.shape
   @property
   def dtype(self) -> DType: return self.lazydata.dtype
   @property
   def ndim(self) -> int: return len(self.shape)
-  def numel(self) -> int: return prod(self.shape)
+  def numel(self) -> sint: return prod(self.shape)
   def element_size(self) -> int: return self.dtype.itemsize
-  def nbytes(self) -> int: return self.numel() * self.element_size()
+  def nbytes(self) -> sint: return self.numel() * self.element_size()
   def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)
 
   # ---------- running and reading ----------
@@ -115,25 +121,29 @@ class Tensor:
     Tensor.realize_all(self)
     return self
 
-  def _data_buffer(self) -> Buffer:
-    """A buffer holding exactly this tensor's elements in row-major order."""
+  def _contiguous_buffer(self) -> Buffer:
+    """A realized buffer whose first numel() elements are this tensor's, in row-major order."""
     lb = self.lazydata
     if lb.base.realized is None:
       run_schedule(create_schedule([lb]))
-    if not (lb.st.contiguous and lb.base.size == lb.size):  # a view that isn't the base's memory in order
+    if not lb.st.contiguous:  # a view that isn't a prefix of its base's memory: copy it out in order
       lb = LazyBuffer.metaop(MetaOps.CONTIGUOUS, lb.shape, lb.dtype, lb.device, srcs=(lb,))
       run_schedule(create_schedule([lb]))
-    buf = lb.base.buffer
-    return buf.ensure_allocated() if prod(self.shape) == 0 else buf
+    return lb.base.buffer.ensure_allocated()
+
+  def data(self) -> memoryview:
+    """This tensor's bytes on the host (bfloat16 as its raw 16-bit words)."""
+    if any(isinstance(s, Node) for s in self.shape):
+      raise RuntimeError(f"reading a tensor needs a concrete shape, not {self.shape}: reshape to the bound sizes first")
+    n = prod(self.shape)
+    return self._contiguous_buffer().as_buffer()[:n * self.dtype.itemsize] if n else memoryview(b"")
 
   def numpy(self) -> Any:
     import numpy as np
-    if prod(self.shape) == 0:
-      return np.zeros(self.shape, dtype=np.float32 if self.dtype == dtypes.bfloat16 else self.dtype.np)
-    return self._data_buffer().numpy().reshape(self.shape).copy()
-
-  def data(self) -> memoryview:
-    return self._data_buffer().as_buffer()
+    raw = np.frombuffer(self.data(), dtype=np.uint16 if self.dtype == dtypes.bfloat16 else self.dtype.np)
+    if self.dtype == dtypes.bfloat16:  # numpy has no bfloat16: widen the bits to float32
+      raw = (raw.astype(np.uint32) << 16).view(np.float32)
+    return raw.reshape(self.shape).copy()
 
   def tolist(self) -> Any:
     return self.numpy().tolist()
@@ -170,10 +180,10 @@ class Tensor:
 
   # ---------- creation ----------
   @staticmethod
-  def full(shape: int | tuple[int, ...], fill_value: Scalar, **kwargs: Any) -> Tensor:
+  def full(shape: sint | tuple[sint, ...], fill_value: Scalar, **kwargs: Any) -> Tensor:
     shape = argfix(shape)
-    if not all_int(shape) or any(s < 0 for s in shape):
-      raise ValueError(f"bad shape {shape}: sizes must be non-negative ints")
+    if not all(isinstance(s, (int, Node)) and not isinstance(s, bool) for s in shape) or any(isinstance(s, int) and s < 0 for s in shape):
+      raise ValueError(f"bad shape {shape}: sizes must be non-negative ints (or symbolic)")
     dtype = to_dtype(kwargs.pop("dtype")) if kwargs.get("dtype") is not None else dtypes.from_py(fill_value)
     kwargs.pop("dtype", None)
     return Tensor(LazyBuffer.full(fill_value, shape, dtype, Device.canonicalize(kwargs.pop("device", None))), **kwargs)
@@ -343,11 +353,11 @@ class Tensor:
     if new_shape.count(-1) > 1:
       raise ValueError(f"only one dimension of {new_shape} can be -1")
     if -1 in new_shape:
-      rest = prod(s for s in new_shape if s != -1)
-      if rest == 0 or self.numel() % rest:
+      rest = _concrete(prod(s for s in new_shape if s != -1))
+      if rest == 0 or _concrete(self.numel()) % rest:
         raise ValueError(f"can't reshape {self.shape} to {new_shape}")
-      new_shape = tuple(self.numel() // rest if s == -1 else s for s in new_shape)
-    if prod(new_shape) != self.numel() or any(s < 0 for s in new_shape):
+      new_shape = tuple(_concrete(self.numel()) // rest if s == -1 else s for s in new_shape)
+    if any(isinstance(s, int) and s < 0 for s in new_shape) or _concrete(prod(new_shape)) != _concrete(self.numel()):
       raise ValueError(f"can't reshape {self.shape} ({self.numel()} elements) to {new_shape}")
     return self if new_shape == self.shape else F.Reshape.apply(self, shape=new_shape)  # type: ignore[no-any-return]
 
@@ -410,12 +420,12 @@ class Tensor:
     valid = F.Pad.apply(Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device), arg=arg)
     return valid.where(ret, value)  # type: ignore[no-any-return]
 
-  def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
+  def shrink(self, arg: Sequence[tuple[sint, sint] | None]) -> Tensor:
     if len(arg) != self.ndim:
       raise ValueError(f"shrink needs one (start, end) per axis: got {len(arg)} for {self.ndim} axes")
-    narg = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for a, s in zip(arg, self.shape))
+    narg = tuple((0, s) if a is None else a for a, s in zip(arg, self.shape))
     for (b, e), s in zip(narg, self.shape):
-      if not 0 <= b <= e <= s:
+      if not 0 <= _concrete(b) <= _concrete(e) <= _concrete(s):
         raise ValueError(f"shrink {narg} is out of bounds for shape {self.shape}")
     return self if narg == tuple((0, s) for s in self.shape) else F.Shrink.apply(self, arg=narg)  # type: ignore[no-any-return]
 
@@ -426,6 +436,8 @@ class Tensor:
   def _take_every(self, axis: int, step: int) -> Tensor:
     """Every step-th element along `axis`, as pad + reshape + shrink."""
     n = self.shape[axis]
+    if not isinstance(n, int):
+      raise NotImplementedError(f"strided slicing of the symbolic axis {axis} ({n})")
     out = -(-n // step)
     x = self.pad(tuple((0, out * step - n) if i == axis else None for i in range(self.ndim)))
     x = x.reshape(self.shape[:axis] + (out, step) + self.shape[axis + 1:])
@@ -445,12 +457,19 @@ class Tensor:
       indices = indices[:e] + (slice(None),) * (self.ndim - n_real) + indices[e + 1:]
     else:
       indices = indices + (slice(None),) * (self.ndim - n_real)
-    x, dim, new_shape = self, 0, []
+    x, dim = self, 0
+    new_shape: list[sint] = []
     for idx in indices:
       if idx is None:
         new_shape.append(1)
         continue
       size = x.shape[dim]
+      if not isinstance(size, int):  # a symbolic axis can only be taken whole
+        if idx != slice(None):
+          raise NotImplementedError(f"indexing the symbolic axis {dim} ({size}) with {idx}: use shrink")
+        new_shape.append(size)
+        dim += 1
+        continue
       if isinstance(idx, bool) or not isinstance(idx, (int, slice)):
         if isinstance(idx, Tensor):
           raise NotImplementedError("indexing with a Tensor is not supported yet")
@@ -498,7 +517,7 @@ class Tensor:
     shape = _broadcast_shape(x.shape, y.shape)
     return x._broadcast_to(shape), y._broadcast_to(shape)
 
-  def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
+  def _broadcast_to(self, shape: tuple[sint, ...]) -> Tensor:
     if self.shape == shape:
       return self
     return self.reshape((1,) * (len(shape) - self.ndim) + self.shape).expand(shape)
@@ -710,7 +729,7 @@ class Tensor:
     if axis is None:
       return self.flatten().argmax(0)
     ax = self._resolve_axis(axis)
-    n = self.shape[ax]
+    n = _concrete(self.shape[ax])
     is_max = self == self.max(ax, keepdim=True)
     # the first index of the max: count down from n so the earliest match is the largest
     rev = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - ax - 1))
@@ -740,7 +759,7 @@ class Tensor:
 
   def sparse_categorical_crossentropy(self, Y: Tensor) -> Tensor:
     """Mean cross-entropy of logits `self` (N, C) against integer class labels Y (N,)."""
-    return -(self.log_softmax(-1) * Y.one_hot(self.shape[-1])).sum(-1).mean()
+    return -(self.log_softmax(-1) * Y.one_hot(_concrete(self.shape[-1]))).sum(-1).mean()
 
   # last in the class: these names shadow the builtins in annotations that follow them
   def float(self) -> Tensor: return self.cast(dtypes.float32)

@@ -10,6 +10,7 @@ from tg.codegen.uops import UOp, UOps
 from tg.helpers import DEBUG, prod, to_function_name
 from tg.ops import BufferOps, LazyOp, ReduceOps
 from tg.renderer import Program, Renderer
+from tg.shape.symbolic import Node
 
 
 class Kernel:
@@ -23,7 +24,8 @@ class Kernel:
   @property
   def name(self) -> str:
     kind = "r" if any(op.op in ReduceOps for op in self.ast.lazyops()) else "E"
-    return to_function_name(f"{kind}_" + "_".join(str(s) for s in self.full_shape)) if self.full_shape else f"{kind}_0"
+    dims = "_".join(str(s.render()) if isinstance(s, Node) else str(s) for s in self.full_shape)
+    return to_function_name(f"{kind}_{dims}") if self.full_shape else f"{kind}_0"
 
   def linearize(self) -> list[UOp]:
     self.uops = linearize(self.lowerer.lower())
@@ -43,4 +45,5 @@ class Kernel:
     # napkin math for DEBUG=2: one op per ALU/reduce node per point of the iteration space
     ops = prod(self.full_shape) * sum(1 for op in self.ast.lazyops() if op.op not in BufferOps)
     buf_count = len({u.arg for u in uops if u.op is UOps.DEFINE_GLOBAL})
-    return Program(self.name, src, self.renderer.device, global_size, (), buf_count, ops, mem, uops)
+    variables = tuple(u.arg for u in uops if u.op is UOps.DEFINE_VAR)
+    return Program(self.name, src, self.renderer.device, global_size, (), variables, buf_count, ops, mem, uops)

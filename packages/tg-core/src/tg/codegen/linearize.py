@@ -71,7 +71,9 @@ def linearize(sink: UOp) -> list[UOp]:
 
   outer = sorted({x for x in sink.toposort() if x.op is UOps.RANGE and not x.arg[1]}, key=lambda x: x.arg[0])
   for u in sorted((x for x in sink.toposort() if x.op is UOps.DEFINE_GLOBAL), key=lambda x: x.arg):
-    emit(u)  # kernel arguments first, in buffer order
+    emit(u)  # kernel arguments first: buffers in order, then symbolic sizes by name
+  for u in sorted((x for x in sink.toposort() if x.op is UOps.DEFINE_VAR), key=lambda x: x.arg.expr):
+    emit(u)
   for r in outer:
     visit(r)
   visit(sink)

@@ -11,9 +11,36 @@ from tg.dtype import DType, dtypes
 from tg.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from tg.renderer import Renderer
 from tg.shape.shapetracker import ShapeTracker
+from tg.shape.symbolic import AndNode, DivNode, LtNode, ModNode, MulNode, Node, NumNode, SumNode, Variable, sint
 
 
-def full_shape(ast: LazyOp) -> tuple[int, ...]:
+def node_to_uop(node: sint, ctx: dict[Variable, UOp]) -> UOp:
+  """A symbolic expression as UOps: Variables come from `ctx` (loop indices, thread ids, kernel arguments)."""
+  i32 = dtypes.int32
+  if isinstance(node, int):
+    return UOp.const(i32, node)
+  if isinstance(node, NumNode):
+    return UOp.const(i32, node.b)
+  if isinstance(node, Variable):
+    return ctx[node]
+  if isinstance(node, (MulNode, DivNode, ModNode, LtNode)):
+    a, b = node_to_uop(node.a, ctx), node_to_uop(node.b, ctx)
+    op = {MulNode: BinaryOps.MUL, DivNode: BinaryOps.IDIV, ModNode: BinaryOps.MOD, LtNode: BinaryOps.CMPLT}[type(node)]
+    return a.alu(op, b)
+  if isinstance(node, SumNode):
+    ret = node_to_uop(node.nodes[0], ctx)
+    for n in node.nodes[1:]:
+      ret = ret + node_to_uop(n, ctx)
+    return ret
+  if isinstance(node, AndNode):
+    ret = node_to_uop(node.nodes[0], ctx)
+    for n in node.nodes[1:]:
+      ret = ret.logical_and(node_to_uop(n, ctx))
+    return ret
+  raise NotImplementedError(f"can't lower {type(node).__name__}")
+
+
+def full_shape(ast: LazyOp) -> tuple[sint, ...]:
   """The iteration space: the shape every load is indexed in (the reduce input's shape, if any)."""
   for op in ast.lazyops():
     if op.op in (BufferOps.LOAD, BufferOps.CONST):
@@ -54,32 +81,45 @@ class Lowerer:
 
   def lower(self) -> UOp:
     i32 = dtypes.int32
-    self.global_idxs: dict[int, UOp] = {}
-    self.global_size: list[int] = []
+    # the kernel's symbolic sizes are arguments: one DEFINE_VAR per Variable
+    self.ctx: dict[Variable, UOp] = {}
+    for v in sorted(set().union(*[s.vars() for s in self.full_shape if isinstance(s, Node)]), key=lambda v: v.expr):
+      self.ctx[v] = UOp(UOps.DEFINE_VAR, i32, (), v)
+    self.global_idxs: dict[int, Node] = {}
+    self.global_size: list[sint] = []
     for i in self.global_dims:
       size = self.full_shape[i]
       if size == 1:  # a size-1 axis needs no index
-        self.global_idxs[i] = UOp.const(i32, 0)
+        self.global_idxs[i] = NumNode(0)
         continue
       n = len(self.global_size)
       self.global_size.append(size)
+      var = self.global_idxs[i] = Variable(f"__gidx{n}", 0, (size if isinstance(size, int) else size.max) - 1)
       if self.renderer.global_ids:
-        self.global_idxs[i] = UOp(UOps.SPECIAL, i32, (), (f"gidx{n}", n, size))
+        self.ctx[var] = UOp(UOps.SPECIAL, i32, (), (f"gidx{n}", n, size))
       else:
-        self.global_idxs[i] = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), UOp.const(i32, size)), (n, False))
-    self.reduce_idxs: dict[int, UOp] = {}
+        self.ctx[var] = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), node_to_uop(size, self.ctx)), (n, False))
+    self.reduce_idxs: dict[int, Node] = {}
+    self.reduce_ranges: list[UOp] = []
     if self.reduceop is not None:
-      for n, i in enumerate(sorted(self.reduceop.arg)):
-        self.reduce_idxs[i] = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), UOp.const(i32, self.full_shape[i])), (len(self.global_size) + n, True))
-    full_idxs = [self.global_idxs.get(i, self.reduce_idxs.get(i)) for i in range(len(self.full_shape))]
-    out_idxs = [self.global_idxs.get(i, UOp.const(i32, 0)) for i in range(len(self.full_shape))]
-    self.idxs: dict[str, list[UOp]] = {"full": full_idxs, "out": out_idxs}  # type: ignore[dict-item]
+      for i in sorted(self.reduceop.arg):
+        size = self.full_shape[i]
+        if size == 1:  # a size-1 axis needs no loop
+          self.reduce_idxs[i] = NumNode(0)
+          continue
+        n = len(self.reduce_ranges)
+        var = self.reduce_idxs[i] = Variable(f"__ridx{n}", 0, (size if isinstance(size, int) else size.max) - 1)
+        self.ctx[var] = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), node_to_uop(size, self.ctx)), (len(self.global_size) + n, True))
+        self.reduce_ranges.append(self.ctx[var])
+    full_idxs = [self.global_idxs[i] if i in self.global_idxs else self.reduce_idxs[i] for i in range(len(self.full_shape))]
+    out_idxs = [self.global_idxs.get(i, NumNode(0)) for i in range(len(self.full_shape))]
+    self.idxs: dict[str, list[Node]] = {"full": full_idxs, "out": out_idxs}
     store = self.ast
     val = self._lower(store.src[0], "full" if self.reduceop is None else "out")
     st: ShapeTracker = store.arg.st
     if st.shape != self.full_shape:
       st = st.reshape(tuple(1 if i in self.reduce_idxs else s for i, s in enumerate(self.full_shape)))
-    idx, _ = st.to_indexed_uops(out_idxs)
+    idx = node_to_uop(st.expr_idxs(out_idxs)[0], self.ctx)
     out_dtype = store.arg.dtype
     if self.emulate_bf16 and out_dtype == dtypes.bfloat16:
       val = _float_to_bf16_bits(val).cast(dtypes.uint16)
@@ -91,7 +131,8 @@ class Lowerer:
       st: ShapeTracker = op.arg.st
       if where == "out" and st.shape != tuple(1 if i in self.reduce_idxs else s for i, s in enumerate(self.full_shape)):
         raise AssertionError(f"load shape {st.shape} does not match the kernel output shape")
-      idx, valid = st.to_indexed_uops(idxs)
+      nidx, nvalid = st.expr_idxs(idxs)
+      idx, valid = node_to_uop(nidx, self.ctx), node_to_uop(nvalid, self.ctx).cast(dtypes.bool)
       dt = self.vdt(op.arg.dtype)
       if op.op is BufferOps.CONST:
         c = UOp.const(dt, op.arg.val)
@@ -105,8 +146,7 @@ class Lowerer:
       return _bf16_to_float(ld) if ldt != op.arg.dtype else ld
     if op.op in ReduceOps:
       src = self._lower(op.src[0], "full")
-      ranges = tuple(self.reduce_idxs[i] for i in sorted(op.arg))
-      return UOp(UOps.REDUCE, src.dtype, (src,) + ranges, BinaryOps.ADD if op.op is ReduceOps.SUM else BinaryOps.MAX)
+      return UOp(UOps.REDUCE, src.dtype, (src, *self.reduce_ranges), BinaryOps.ADD if op.op is ReduceOps.SUM else BinaryOps.MAX)
     srcs = [self._lower(s, where) for s in op.src]
     if op.op is UnaryOps.CAST:
       out = srcs[0].cast(self.vdt(op.arg))

@@ -94,9 +94,11 @@ class UOp:
     if self.op is UOps.CONST:
       return self.arg, self.arg
     if self.op is UOps.RANGE:
-      return self.src[0].vmin, self.src[1].vmax - 1
+      return self.src[0].vmin, self.src[1].vmax - 1  # type: ignore[operator]
     if self.op is UOps.SPECIAL:
-      return 0, self.arg[2] - 1
+      return 0, (self.arg[2] if isinstance(self.arg[2], int) else self.arg[2].max) - 1
+    if self.op is UOps.DEFINE_VAR:
+      return self.arg.min, self.arg.max
     if self.op is UOps.ALU and dtypes.is_int(self.dtype) and all(s.dtype is not None and dtypes.is_int(s.dtype) for s in self.src):
       bounds = [s._bounds() for s in self.src]
       if self.arg is BinaryOps.ADD:

@@ -15,13 +15,14 @@ from tg.engine.schedule import ScheduleItem
 from tg.helpers import DEBUG, GlobalCounters, colored
 from tg.ops import LazyOp, MetaOps
 from tg.renderer import Program
+from tg.shape.symbolic import Variable, sint, sym_infer
 
 
 class Runner:
-  def __init__(self, display_name: str, device: str, op_estimate: int = 0, mem_estimate: int = 0) -> None:
+  def __init__(self, display_name: str, device: str, op_estimate: sint = 0, mem_estimate: sint = 0) -> None:
     self.display_name, self.device, self.op_estimate, self.mem_estimate = display_name, device, op_estimate, mem_estimate
 
-  def __call__(self, bufs: list[Buffer], wait: bool = False) -> float | None:
+  def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
     raise NotImplementedError(type(self))
 
 
@@ -37,8 +38,10 @@ class CompiledRunner(Runner):
     self.clprg = dev.runtime(p.function_name, self.lib)
     super().__init__(p.name, p.device, p.op_estimate, p.mem_estimate)
 
-  def __call__(self, bufs: list[Buffer], wait: bool = False) -> float | None:
-    return self.clprg(*[b._buf for b in bufs], global_size=self.p.global_size, local_size=self.p.local_size, vals=(), wait=wait)  # type: ignore[no-any-return]
+  def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
+    global_size, local_size = self.p.launch_dims(var_vals)
+    vals = tuple(var_vals[v] for v in self.p.vars)
+    return self.clprg(*[b._buf for b in bufs], global_size=global_size, local_size=local_size, vals=vals, wait=wait)  # type: ignore[no-any-return]
 
 
 class BufferCopy(Runner):
@@ -47,7 +50,7 @@ class BufferCopy(Runner):
   def __init__(self, nbytes: int, dest_device: str, src_device: str) -> None:
     super().__init__(colored(f"copy {nbytes:8d}, {dest_device[:7]:>7s} <- {src_device[:7]:7s}", "yellow"), dest_device, 0, nbytes)
 
-  def __call__(self, bufs: list[Buffer], wait: bool = False) -> float | None:
+  def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
     dest, src = bufs[0:2]
     st = time.perf_counter()
     dest.copyin(src.as_buffer())
@@ -58,7 +61,7 @@ class EmptyOp(Runner):
   def __init__(self, buf: Buffer) -> None:
     super().__init__(colored(f"empty {buf.size:10d} {buf.dtype}", "yellow"), buf.device)
 
-  def __call__(self, bufs: list[Buffer], wait: bool = False) -> float | None:
+  def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
     return None
 
 
@@ -82,19 +85,21 @@ class ExecItem:
   prg: Runner
   bufs: list[Buffer]
 
-  def run(self) -> float | None:
+  def run(self, var_vals: dict[Variable, int] | None = None) -> float | None:
+    var_vals = var_vals or {}
     for b in self.bufs:
       b.ensure_allocated()
-    et = self.prg(self.bufs, wait=DEBUG >= 2)
+    et = self.prg(self.bufs, var_vals, wait=DEBUG >= 2)
+    op_estimate, mem_estimate = sym_infer(self.prg.op_estimate, var_vals), sym_infer(self.prg.mem_estimate, var_vals)
     GlobalCounters.kernel_count += 1
-    GlobalCounters.global_ops += self.prg.op_estimate
-    GlobalCounters.global_mem += self.prg.mem_estimate
+    GlobalCounters.global_ops += op_estimate
+    GlobalCounters.global_mem += mem_estimate
     if et is not None:
       GlobalCounters.time_sum_s += et
     if DEBUG >= 2:
       ptm = colored(f"{et * 1e3:9.3f}ms", "yellow") if et is not None and et > 0.01 else f"{(et or 0) * 1e6:9.2f}us"
-      gflops = self.prg.op_estimate / (et or 1e-9) * 1e-9
-      gbs = self.prg.mem_estimate / (et or 1e-9) * 1e-9
+      gflops = op_estimate / (et or 1e-9) * 1e-9
+      gbs = mem_estimate / (et or 1e-9) * 1e-9
       print(f"*** {self.prg.device[:7]:7s} {GlobalCounters.kernel_count:4d} {self.prg.display_name:30s} arg {len(self.bufs):3d} "
             f"mem {GlobalCounters.mem_used / 1e9:5.2f} GB tm {ptm}/{GlobalCounters.time_sum_s * 1e3:9.2f}ms "
             f"({gflops:8.2f} GFLOPS, {gbs:7.2f} GB/s)")
@@ -111,7 +116,7 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
 
 def run_schedule(schedule: list[ScheduleItem]) -> None:
   for si in schedule:
-    lower_schedule_item(si).run()
+    lower_schedule_item(si).run(si.var_vals)
 
 
 def realize_lazybuffers(lbs: list[Any]) -> None:

@@ -11,19 +11,21 @@ are folded into the loads' ShapeTrackers.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tg.device import Buffer
 from tg.helpers import prod
 from tg.lazy import LazyBuffer
 from tg.ops import BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, UnaryOps
 from tg.shape.shapetracker import ShapeTracker
+from tg.shape.symbolic import Variable
 
 
 @dataclass(frozen=True)
 class ScheduleItem:
   ast: LazyOp                # a STORE-rooted kernel AST, or a MetaOps (COPY, EMPTY) op
   bufs: tuple[Buffer, ...]   # outputs first, then inputs in kernel argument order
+  var_vals: dict[Variable, int] = field(default_factory=dict)  # values of the AST's symbolic sizes for this run
 
   @property
   def outputs(self) -> tuple[Buffer, ...]:
@@ -82,6 +84,13 @@ class _KernelBuilder:
     self.bufs: list[Buffer] = [out.buffer]
     self.buf_index: dict[LazyBuffer, int] = {}
     self.memo: dict[tuple[LazyBuffer, ShapeTracker | None], LazyOp] = {}
+    self.var_vals: dict[Variable, int] = {}
+
+  def unbound(self, st: ShapeTracker) -> ShapeTracker:
+    """The kernel is built over unbound Variables, so one compiled kernel serves every value."""
+    st, var_vals = st.unbind()
+    self.var_vals.update(var_vals)
+    return st
 
   def load(self, b: LazyBuffer, st: ShapeTracker) -> LazyOp:
     if b not in self.buf_index:
@@ -89,7 +98,7 @@ class _KernelBuilder:
       self.buf_index[b] = 0 if b.buffer is self.out.buffer else len(self.bufs)
       if self.buf_index[b] != 0:
         self.bufs.append(b.buffer)
-    return LazyOp(BufferOps.LOAD, (), MemBuffer(self.buf_index[b], b.dtype, st))
+    return LazyOp(BufferOps.LOAD, (), MemBuffer(self.buf_index[b], b.dtype, self.unbound(st)))
 
   def value(self, x: LazyBuffer, top: ShapeTracker | None) -> LazyOp:
     """The value of `x` at the kernel's index, where `top` maps the kernel's index to x's index."""
@@ -101,7 +110,7 @@ class _KernelBuilder:
     if b is not self.out and (b.realized is not None or b in self.realized):
       ret = self.load(b, st)
     elif b.op is MetaOps.CONST:
-      ret = LazyOp(BufferOps.CONST, (), ConstBuffer(b.arg, b.dtype, st))
+      ret = LazyOp(BufferOps.CONST, (), ConstBuffer(b.arg, b.dtype, self.unbound(st)))
     elif b.op in (MetaOps.CONTIGUOUS, MetaOps.ASSIGN):
       ret = self.value(b.srcs[0], st)
     elif isinstance(b.op, ReduceOps):
@@ -118,8 +127,8 @@ class _KernelBuilder:
   def build(self) -> ScheduleItem:
     b = self.out
     val = self.value(b, None)
-    ast = LazyOp(BufferOps.STORE, (val,), MemBuffer(0, b.dtype, ShapeTracker.from_shape(b.shape)))
-    return ScheduleItem(ast, tuple(self.bufs))
+    ast = LazyOp(BufferOps.STORE, (val,), MemBuffer(0, b.dtype, self.unbound(ShapeTracker.from_shape(b.shape))))
+    return ScheduleItem(ast, tuple(self.bufs), self.var_vals)
 
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:

@@ -86,7 +86,7 @@ class PythonProgram:
     mvs = [memoryview(b).cast("B") for b in bufs]
     v: dict[int, list[Any]] = {}
     buf_of: dict[int, tuple[memoryview, DType]] = {}
-    pc = 0
+    pc, n_vars = 0, 0
     prog = self.uops
     while pc < len(prog):
       op, dt, src, arg = prog[pc]
@@ -134,6 +134,9 @@ class PythonProgram:
         src_dt = prog[src[0]][1]
         assert src_dt is not None
         v[pc] = [_bitcast(x, src_dt, dt) for x in v[src[0]]]
+      elif op == "DEFINE_VAR":
+        v[pc] = [vals[n_vars]] * n
+        n_vars += 1
       elif op == "DEFINE_ACC":
         v[pc] = list(v[src[0]])
       elif op == "ASSIGN":

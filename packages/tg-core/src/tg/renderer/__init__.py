@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from tg.codegen.uops import UOp
 from tg.dtype import DType, dtypes
+from tg.shape.symbolic import Variable, sint, sym_infer
 
 
 class Renderer:
@@ -32,16 +33,20 @@ class Program:
   name: str
   src: str
   device: str
-  global_size: tuple[int, ...] = ()
-  local_size: tuple[int, ...] = ()
+  global_size: tuple[sint, ...] = ()
+  local_size: tuple[sint, ...] = ()
+  vars: tuple[Variable, ...] = ()           # symbolic sizes, passed after the buffers in this order
   buf_count: int = 0
-  op_estimate: int = 0
-  mem_estimate: int = 0
+  op_estimate: sint = 0
+  mem_estimate: sint = 0
   uops: list[UOp] = field(default_factory=list, compare=False, repr=False)
 
   @property
   def function_name(self) -> str:
     return self.name
+
+  def launch_dims(self, var_vals: dict[Variable, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return tuple(sym_infer(s, var_vals) for s in self.global_size), tuple(sym_infer(s, var_vals) for s in self.local_size)
 
 
 def is_emulated(renderer: Renderer, dt: DType) -> bool:

@@ -66,8 +66,9 @@ class CStyleLanguage(Renderer):
   def render_special(self, u: UOp) -> str:
     raise NotImplementedError(f"{type(self).__name__} has no thread ids: set global_ids = False")
 
-  def render_kernel(self, name: str, kernel: list[str], bufs: list[tuple[str, PtrDType]]) -> str:
-    args = ", ".join(f"{self.buffer_prefix}{self.render_dtype(dt.base)}* restrict {n}" for n, dt in bufs)
+  def render_kernel(self, name: str, kernel: list[str], bufs: list[tuple[str, PtrDType]], variables: list[str]) -> str:
+    args = ", ".join([f"{self.buffer_prefix}{self.render_dtype(dt.base)}* restrict {n}" for n, dt in bufs] +
+                     [f"{self.arg_int_prefix} {v}" for v in variables])
     body = "\n".join(kernel)
     return f"{self.kernel_prefix}void {name}({args}) {{\n{body}\n}}"
 
@@ -75,6 +76,7 @@ class CStyleLanguage(Renderer):
     r: dict[UOp, str] = {}
     lines: list[str] = []
     bufs: list[tuple[str, PtrDType]] = []
+    variables: list[str] = []
     depth = 1
     counter: dict[str, int] = {}
 
@@ -92,6 +94,9 @@ class CStyleLanguage(Renderer):
         assert isinstance(dt, PtrDType)
         r[u] = f"data{u.arg}"
         bufs.append((r[u], dt))
+      elif u.op is UOps.DEFINE_VAR:
+        r[u] = u.arg.expr
+        variables.append(r[u])
       elif u.op is UOps.CONST:
         assert dt is not None
         r[u] = self.render_const(u.arg, dt)
@@ -131,4 +136,4 @@ class CStyleLanguage(Renderer):
         line(f"{self.render_dtype(dt)} {ssa('cast', u)} = {self.render_bitcast(r[u.src[0]], u.src[0].dtype, dt)};")
       else:
         raise NotImplementedError(f"{type(self).__name__} can't render {u.op}")
-    return self.render_kernel(name, lines, bufs)
+    return self.render_kernel(name, lines, bufs, variables)

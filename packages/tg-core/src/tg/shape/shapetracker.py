@@ -3,11 +3,11 @@ as an index into the shape of the View before it. A View is pushed only when a r
 expressed in the last one, so most tensors stay a single View."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tg.codegen.uops import UOp
-from tg.dtype import dtypes
 from tg.helpers import prod
+from tg.shape.symbolic import MulNode, Node, NumNode, SumNode, Variable, sint
 from tg.shape.view import View
 
 
@@ -16,11 +16,11 @@ class ShapeTracker:
   views: tuple[View, ...]
 
   @staticmethod
-  def from_shape(shape: tuple[int, ...]) -> ShapeTracker:
+  def from_shape(shape: tuple[sint, ...]) -> ShapeTracker:
     return ShapeTracker((View.create(shape),))
 
   @property
-  def shape(self) -> tuple[int, ...]:
+  def shape(self) -> tuple[sint, ...]:
     return self.views[-1].shape
 
   @property
@@ -28,20 +28,37 @@ class ShapeTracker:
     return len(self.views) == 1 and self.views[0].contiguous
 
   @property
-  def size(self) -> int:
+  def size(self) -> sint:
     return prod(self.shape)
 
   def real_size(self) -> int:
     """How many elements of the underlying buffer a kernel may touch (its minimum length)."""
     if 0 in self.shape:
       return 0
-    v = self.views[0]
-    if v.mask is not None and any(b >= e for b, e in v.mask):
-      return 0
-    lo = [b for b, _ in v.mask] if v.mask is not None else [0] * len(v.shape)
-    hi = [e - 1 for _, e in v.mask] if v.mask is not None else [s - 1 for s in v.shape]
-    top = v.offset + sum(st * (h if st > 0 else lo_) for st, lo_, h in zip(v.strides, lo, hi))
-    return int(top) + 1
+    idx, valid = self.expr_idxs()
+    return 0 if valid.max == 0 else idx.max + 1
+
+  def vars(self) -> set[Variable]:
+    out: set[Variable] = set()
+    for v in self.views:
+      for x in (*v.shape, *v.strides, v.offset, *(sum(v.mask, ()) if v.mask is not None else ())):
+        if isinstance(x, Node):
+          out |= x.vars()
+    return out
+
+  def unbind(self) -> tuple[ShapeTracker, dict[Variable, int]]:
+    """This tracker over unbound Variables, and the values the bound ones had: the kernel is compiled
+    for the unbound form and run with the values."""
+    bound = {v: v.unbind() for v in self.vars() if v.val is not None}
+    if not bound:
+      return self, {}
+    subs = {v: u for v, (u, _) in bound.items()}
+
+    def sub(x: sint) -> sint:
+      return x.substitute(subs) if isinstance(x, Node) else x
+    views = tuple(View.create(tuple(sub(s) for s in v.shape), tuple(sub(s) for s in v.strides), sub(v.offset),
+                              tuple((sub(b), sub(e)) for b, e in v.mask) if v.mask is not None else None) for v in self.views)
+    return ShapeTracker(views), {u: val for u, val in bound.values()}
 
   def __add__(self, other: ShapeTracker) -> ShapeTracker:
     """`other` applied on top of self (a view of a view), merging Views where one can hold both."""
@@ -56,7 +73,7 @@ class ShapeTracker:
     return self
 
   # ---------- movement ops ----------
-  def reshape(self, new_shape: tuple[int, ...]) -> ShapeTracker:
+  def reshape(self, new_shape: tuple[sint, ...]) -> ShapeTracker:
     if (v := self.views[-1].reshape(new_shape)) is not None:
       return ShapeTracker(self.views[:-1] + (v,))
     return ShapeTracker(self.views + (View.create(new_shape),))
@@ -64,46 +81,74 @@ class ShapeTracker:
   def permute(self, axis: tuple[int, ...]) -> ShapeTracker:
     return ShapeTracker(self.views[:-1] + (self.views[-1].permute(axis),))
 
-  def expand(self, new_shape: tuple[int, ...]) -> ShapeTracker:
+  def expand(self, new_shape: tuple[sint, ...]) -> ShapeTracker:
     return ShapeTracker(self.views[:-1] + (self.views[-1].expand(new_shape),))
 
-  def pad(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
+  def pad(self, arg: tuple[tuple[sint, sint], ...]) -> ShapeTracker:
     return ShapeTracker(self.views[:-1] + (self.views[-1].pad(arg),))
 
-  def shrink(self, arg: tuple[tuple[int, int], ...]) -> ShapeTracker:
+  def shrink(self, arg: tuple[tuple[sint, sint], ...]) -> ShapeTracker:
     return ShapeTracker(self.views[:-1] + (self.views[-1].shrink(arg),))
 
   def stride(self, mul: tuple[int, ...]) -> ShapeTracker:
     return ShapeTracker(self.views[:-1] + (self.views[-1].stride(mul),))
 
   # ---------- index expressions ----------
-  def to_indexed_uops(self, idxs: list[UOp]) -> tuple[UOp, UOp]:
-    """The flat buffer index and the validity (bool) for the element at `idxs` of the last View."""
+  def expr_idxs(self, idxs: Sequence[Node] | None = None) -> tuple[Node, Node]:
+    """The flat buffer index and the validity (0/1) of the element at `idxs` of the last View.
+    Without `idxs`, one Variable per axis ("idx0", ...) spanning that axis."""
+    if idxs is None:
+      idxs = [Variable(f"idx{i}", 0, s - 1) if isinstance(s, int) else Variable(f"idx{i}", 0, s.max - 1) for i, s in enumerate(self.shape)]
     idx, valid = _view_index(self.views[-1], idxs)
     for v in reversed(self.views[:-1]):
-      # unflatten idx into this view's shape, then index it
-      sub, acc = [], 1
+      if valid.max == 0:
+        return NumNode(-1), valid
+      # unflatten the flat index into this view's shape, then index it
+      sub: list[Node] = []
+      acc: sint = 1
       for s in reversed(v.shape):
-        sub.append((idx // acc) % s if s != 1 else UOp.const(dtypes.int32, 0))
-        acc *= s
+        sub.append((idx // acc) % s if s != 1 else NumNode(0))
+        acc = acc * s
       nidx, nvalid = _view_index(v, list(reversed(sub)))
-      idx, valid = nidx, valid.logical_and(nvalid)
+      idx, valid = nidx, Node.ands([valid, nvalid])
     return idx, valid
 
+  def axis_is_masked(self, axis: int) -> bool:
+    _, valid = self.expr_idxs()
+    return f"idx{axis}" in {v.expr for v in valid.vars()}
 
-def _view_index(v: View, idxs: list[UOp]) -> tuple[UOp, UOp]:
-  idx = UOp.const(dtypes.int32, v.offset)
-  valid = UOp.const(dtypes.bool, True)
-  for i, st in zip(idxs, v.strides):
-    if st != 0:
-      idx = idx + i * st
+  def real_strides(self) -> tuple[sint | None, ...]:
+    """Each axis' stride in the buffer, or None where it isn't one number (masks, several Views)."""
+    if len(self.views) == 1 and self.views[0].mask is None:
+      return self.views[0].strides
+    idxs = [Variable(f"idx{i}", 0, (s if isinstance(s, int) else s.max) - 1) for i, s in enumerate(self.shape)]
+    idx, valid = self.expr_idxs(idxs)
+    terms = idx.nodes if isinstance(idx, SumNode) else [idx]
+    out: list[sint | None] = []
+    for i in idxs:
+      coefs: list[sint] = []
+      tangled = False
+      for t in terms:
+        if t == i:
+          coefs.append(1)
+        elif isinstance(t, MulNode) and t.a == i:
+          coefs.append(t.b)
+        elif isinstance(i, Variable) and i in t.vars():
+          tangled = True
+      out.append(None if tangled or (isinstance(i, Variable) and i in valid.vars()) or len(coefs) > 1 else (coefs[0] if coefs else 0))
+    return tuple(out)
+
+
+def _view_index(v: View, idxs: Sequence[Node]) -> tuple[Node, Node]:
+  idx = Node.sum([NumNode(v.offset) if isinstance(v.offset, int) else v.offset] + [i * st for i, st in zip(idxs, v.strides) if st != 0])
+  valid: list[Node] = []
   if v.mask is not None:
     for i, (b, e), s in zip(idxs, v.mask, v.shape):
       if b != 0:
-        valid = valid.logical_and(i.ge(b))
+        valid.append(i >= b)
       if e != s:
-        valid = valid.logical_and(i.lt(e))
-  return idx, valid
+        valid.append(i < e)
+  return idx, Node.ands(valid)
 
 
 def _merge_views(vm2: View, vm1: View) -> View | None:
@@ -115,3 +160,4 @@ def _merge_views(vm2: View, vm1: View) -> View | None:
   if vm1.contiguous and vm1.size() == vm2.size():
     return vm2.reshape(vm1.shape)  # vm1 is a plain reshape of vm2
   return None
+

@@ -1,4 +1,5 @@
 """View: one strided window onto a flat buffer (shape, strides, offset and an optional validity mask).
+Any of them may be symbolic (contain Variables).
 
 Every movement op is arithmetic on these five fields; no data moves. `pad` grows the shape and records
 the valid region in `mask` (reads outside it give 0); `reshape` re-expresses the same addresses with
@@ -6,49 +7,55 @@ a new shape when it can, and returns None when it can't (the ShapeTracker then s
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
+from typing import Any
 
 from tg.helpers import prod
+from tg.shape.symbolic import Node, bound_value, is_sym, sint, smax, smin
 
 
-def strides_for_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+def _always(x: sint | bool) -> bool:
+  """True when the comparison `x` holds for every value of its variables."""
+  return x.min == 1 if isinstance(x, Node) else bool(x)
+
+
+def strides_for_shape(shape: tuple[sint, ...]) -> tuple[sint, ...]:
   """Row-major strides, with 0 for size-1 dimensions (so equal views compare equal)."""
-  strides, acc = [], 1
+  strides: list[sint] = []
+  acc: sint = 1
   for s in reversed(shape):
     strides.append(acc if s != 1 else 0)
     acc *= s
   return tuple(reversed(strides))
 
 
-def _canonical_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
+def _canonical_strides(shape: tuple[sint, ...], strides: tuple[sint, ...]) -> tuple[sint, ...]:
   return tuple(0 if s == 1 else st for s, st in zip(shape, strides))
 
 
 @dataclass(frozen=True)
 class View:
-  shape: tuple[int, ...]
-  strides: tuple[int, ...]
-  offset: int
-  mask: tuple[tuple[int, int], ...] | None
+  shape: tuple[sint, ...]
+  strides: tuple[sint, ...]
+  offset: sint
+  mask: tuple[tuple[sint, sint], ...] | None
   contiguous: bool
 
   @staticmethod
-  @functools.cache
-  def create(shape: tuple[int, ...], strides: tuple[int, ...] | None = None, offset: int = 0,
-             mask: tuple[tuple[int, int], ...] | None = None) -> View:
-    if any(s < 0 for s in shape):
+  def create(shape: tuple[sint, ...], strides: tuple[sint, ...] | None = None, offset: sint = 0,
+             mask: tuple[tuple[sint, sint], ...] | None = None) -> View:
+    if any(isinstance(s, int) and s < 0 for s in shape):
       raise ValueError(f"shape can't have negative sizes: {shape}")
     strides = _canonical_strides(shape, strides) if strides is not None else strides_for_shape(shape)
     if mask is not None:
       if all(m == (0, s) for m, s in zip(mask, shape)):
         mask = None
-      elif any(b >= e for b, e in mask):  # nothing is valid: every read is 0
+      elif any(_always(b >= e) for b, e in mask):  # nothing is valid: every read is 0
         strides, offset, mask = (0,) * len(shape), 0, ((0, 0),) * len(shape)
     contiguous = offset == 0 and mask is None and strides == strides_for_shape(shape)
     return View(shape, strides, offset, mask, contiguous)
 
-  def size(self) -> int:
+  def size(self) -> sint:
     return prod(self.shape)
 
   # ---------- movement ops ----------
@@ -56,7 +63,7 @@ class View:
     return View.create(tuple(self.shape[a] for a in axis), tuple(self.strides[a] for a in axis), self.offset,
                        tuple(self.mask[a] for a in axis) if self.mask is not None else None)
 
-  def expand(self, new_shape: tuple[int, ...]) -> View:
+  def expand(self, new_shape: tuple[sint, ...]) -> View:
     if 0 in self.shape:
       return View.create(new_shape)
     mask = None
@@ -64,15 +71,15 @@ class View:
       mask = tuple(m if s == ns else ((0, 0) if m == (0, 0) else (0, ns)) for m, s, ns in zip(self.mask, self.shape, new_shape))
     return View.create(new_shape, self.strides, self.offset, mask)
 
-  def shrink(self, arg: tuple[tuple[int, int], ...]) -> View:
+  def shrink(self, arg: tuple[tuple[sint, sint], ...]) -> View:
     offset = self.offset + sum(b * st for (b, _), st in zip(arg, self.strides))
     mask = None
     if self.mask is not None:
-      mask = tuple((max(mb, b) - b, min(me, e) - b) for (mb, me), (b, e) in zip(self.mask, arg))
-      mask = tuple((b, max(b, e)) for b, e in mask)
+      mask = tuple((smax(mb, b) - b, smin(me, e) - b) for (mb, me), (b, e) in zip(self.mask, arg))
+      mask = tuple((b, smax(b, e)) for b, e in mask)
     return View.create(tuple(e - b for b, e in arg), self.strides, offset, mask)
 
-  def pad(self, arg: tuple[tuple[int, int], ...]) -> View:
+  def pad(self, arg: tuple[tuple[sint, sint], ...]) -> View:
     if all(b == 0 and a == 0 for b, a in arg):
       return self
     shape = tuple(s + b + a for s, (b, a) in zip(self.shape, arg))
@@ -93,11 +100,11 @@ class View:
         for (mb, me), s, m in zip(self.mask, self.shape, mul))
     return View.create(shape, strides, offset, mask)
 
-  def reshape(self, new_shape: tuple[int, ...]) -> View | None:
+  def reshape(self, new_shape: tuple[sint, ...]) -> View | None:
     """The same addresses under `new_shape`, or None when one View can't express them."""
     if self.shape == new_shape:
       return self
-    if prod(self.shape) != prod(new_shape):
+    if not _same_size(self.shape, new_shape):
       raise ValueError(f"can't reshape {self.shape} to {new_shape}: sizes differ")
     if 0 in self.shape:
       return View.create(new_shape)
@@ -106,7 +113,9 @@ class View:
     # only size-1 axes added or removed: carry strides and mask over unchanged
     if tuple(s for s in self.shape if s != 1) == tuple(s for s in new_shape if s != 1):
       keep = [i for i, s in enumerate(self.shape) if s != 1]
-      strides, mask, j = [], [], 0
+      strides: list[sint] = []
+      mask: list[tuple[sint, sint]] = []
+      j = 0
       for s in new_shape:
         if s == 1:
           strides.append(0)
@@ -116,13 +125,24 @@ class View:
           mask.append(self.mask[keep[j]] if self.mask is not None else (0, s))
           j += 1
       return View.create(new_shape, tuple(strides), self.offset, tuple(mask) if self.mask is not None else None)
-    if self.mask is not None:
+    if self.mask is not None or any(is_sym(x) for x in self.shape + new_shape + self.strides):
       return None
     new_strides = _reshape_strides(self.shape, self.strides, new_shape)
     return View.create(new_shape, new_strides, self.offset) if new_strides is not None else None
 
 
-def _reshape_strides(old_shape: tuple[int, ...], old_strides: tuple[int, ...], new_shape: tuple[int, ...]) -> tuple[int, ...] | None:
+def _same_size(a: tuple[sint, ...], b: tuple[sint, ...]) -> bool:
+  """Equal sizes: symbolically, or for the values the variables are bound to."""
+  pa, pb = prod(a), prod(b)
+  if pa == pb:
+    return True
+  try:
+    return bound_value(pa) == bound_value(pb)
+  except RuntimeError:
+    return False
+
+
+def _reshape_strides(old_shape: tuple[Any, ...], old_strides: tuple[Any, ...], new_shape: tuple[Any, ...]) -> tuple[int, ...] | None:
   """Strides that address the same elements under new_shape, when groups of old axes that merge are
   themselves laid out contiguously relative to each other (numpy's no-copy reshape rule)."""
   old = [(s, st) for s, st in zip(old_shape, old_strides) if s != 1]
