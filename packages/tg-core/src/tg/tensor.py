@@ -11,7 +11,7 @@ from tg.device import Buffer, Device
 from tg.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
 from tg.engine.realize import run_schedule
 from tg.engine.schedule import create_schedule
-from tg.helpers import argfix, prod
+from tg.helpers import argfix, make_pair, prod
 from tg.lazy import LazyBuffer
 from tg.ops import MetaOps
 from tg.shape.symbolic import Node, bound_value, sint
@@ -752,6 +752,126 @@ class Tensor:
   def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     x = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
     return x.add(bias) if bias is not None else x
+
+  # ---------- windows: pooling and convolution ----------
+  def repeat(self, repeats: Sequence[int], *args: int) -> Tensor:
+    """Tile the tensor `repeats[i]` times along each axis (torch.Tensor.repeat)."""
+    reps = argfix(repeats, *args)
+    if len(reps) < self.ndim:
+      raise ValueError(f"repeat needs at least one count per axis: {reps} for shape {self.shape}")
+    base = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
+    interleaved = tuple(x for s in base.shape for x in (1, s))
+    tiled = tuple(x for r, s in zip(reps, base.shape) for x in (r, s))
+    return base.reshape(interleaved).expand(tiled).reshape(tuple(r * s for r, s in zip(reps, base.shape)))
+
+  def _resize_axis(self, axis: int, n: int) -> Tensor:
+    """Cut or zero-pad `axis` to length n."""
+    s = self.shape[axis]
+    assert isinstance(s, int)
+    if n <= s:
+      return self.shrink(tuple((0, n) if i == axis else None for i in range(self.ndim)))
+    return self.pad(tuple((0, n - s) if i == axis else None for i in range(self.ndim)))
+
+  def _pool(self, k_: tuple[int, ...], stride: int | tuple[int, ...] = 1, dilation: int | tuple[int, ...] = 1) -> Tensor:
+    """Sliding windows over the last len(k_) axes: (*rest, *in) -> (*rest, *out, *k_), with movement ops only.
+
+    Along one axis of length i, the tensor repeated end to end and read in rows of i+d puts element
+    j*d + t at (row j, column t): row j is the window offset by j*d. Taking every s-th column
+    gives the strided window starts."""
+    n = len(k_)
+    s_, d_ = make_pair(stride, n), make_pair(dilation, n)
+    pre, i_ = self.shape[:-n], self.shape[-n:]
+    if not all(isinstance(i, int) for i in i_):
+      raise NotImplementedError("pooling over symbolic axes")
+    o_ = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(i_, k_, s_, d_)]  # type: ignore[operator]
+    if any(o <= 0 for o in o_):
+      raise ValueError(f"kernel {k_} with dilation {d_} is larger than the input {i_}")
+    x = self.repeat([1] * len(pre) + [-(-k * (i + d) // i) for i, k, d in zip(i_, k_, d_)])  # type: ignore[operator]
+    for j, (i, k, d) in enumerate(zip(i_, k_, d_)):
+      x = x._resize_axis(len(pre) + j, k * (i + d))  # type: ignore[operator]
+    x = x.reshape(pre + tuple(v for i, k, d in zip(i_, k_, d_) for v in (k, i + d)))  # type: ignore[operator]
+    for j, (o, s) in enumerate(zip(o_, s_)):
+      x = x._resize_axis(len(pre) + 2 * j + 1, o * s)
+    x = x.reshape(pre + tuple(v for k, o, s in zip(k_, o_, s_) for v in (k, o, s)))
+    x = x.shrink(tuple([None] * len(pre) + [r for _ in k_ for r in (None, None, (0, 1))]))
+    x = x.reshape(pre + tuple(v for k, o in zip(k_, o_) for v in (k, o)))
+    return x.permute(tuple(range(len(pre))) + tuple(len(pre) + 2 * j + 1 for j in range(n)) + tuple(len(pre) + 2 * j for j in range(n)))
+
+  def pad2d(self, padding: Sequence[int], value: float = 0.0) -> Tensor:
+    """Pad the last len(padding)//2 axes; padding is (left, right, top, bottom, ...) from the last axis back."""
+    if len(padding) % 2 or len(padding) // 2 > self.ndim:
+      raise ValueError(f"pad2d needs (before, after) pairs for at most {self.ndim} axes, got {padding}")
+    pairs = [(padding[2 * i], padding[2 * i + 1]) for i in range(len(padding) // 2)][::-1]
+    if any(b < 0 or a < 0 for b, a in pairs):  # negative padding crops, as in torch
+      x = self.shrink(tuple([None] * (self.ndim - len(pairs)) + [(-min(b, 0), s - (-min(a, 0))) for (b, a), s in
+                                                                  zip(pairs, self.shape[-len(pairs):])]))  # type: ignore[misc]
+      return x.pad2d([max(p, 0) for p in padding], value)
+    return self.pad([None] * (self.ndim - len(pairs)) + pairs, value)
+
+  @staticmethod
+  def _conv_padding(padding: int | Sequence[int], n: int) -> list[int]:
+    """torch's padding (one int, or one per axis) as pad2d's (left, right, top, bottom, ...)."""
+    if isinstance(padding, int):
+      return [padding] * (2 * n)
+    if len(padding) == n:
+      return [p for p in reversed(padding) for _ in range(2)]
+    if len(padding) == 2 * n:
+      return list(padding)
+    raise ValueError(f"padding {padding} must be an int, {n} ints, or {2 * n} ints")
+
+  def avg_pool2d(self, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None, dilation: int = 1,
+                 padding: int | Sequence[int] = 0) -> Tensor:
+    k = make_pair(kernel_size)
+    x = self.pad2d(Tensor._conv_padding(padding, len(k)))
+    return x._pool(k, stride if stride is not None else k, dilation).mean(tuple(range(-len(k), 0)))
+
+  def max_pool2d(self, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None, dilation: int = 1,
+                 padding: int | Sequence[int] = 0) -> Tensor:
+    k = make_pair(kernel_size)
+    x = self.pad2d(Tensor._conv_padding(padding, len(k)), value=-math.inf)
+    return x._pool(k, stride if stride is not None else k, dilation).max(tuple(range(-len(k), 0)))
+
+  def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, ...] = 1,
+             dilation: int | tuple[int, ...] = 1, padding: int | Sequence[int] = 0) -> Tensor:
+    """N-d convolution (torch's conv2d, which is a cross-correlation), as windows times weights, summed."""
+    (bs, cin_), (cout, cin), hw = self.shape[:2], weight.shape[:2], weight.shape[2:]
+    if groups * cin != cin_ or len(self.shape) != len(weight.shape):
+      raise ValueError(f"conv2d: input {self.shape} doesn't match weight {weight.shape} with groups={groups}")
+    if not all(isinstance(s, int) for s in (*hw, cout, cin)) or cout % groups:  # type: ignore[operator]
+      raise ValueError(f"conv2d: {cout} output channels can't be split into {groups} groups")
+    hw_ = tuple(int(s) for s in hw)  # type: ignore[call-overload]
+    x = self.pad2d(Tensor._conv_padding(padding, len(hw_)))._pool(hw_, stride, dilation)  # (bs, cin_, *out, *hw)
+    rcout, oyx = int(cout) // groups, x.shape[2:-len(hw_)]  # type: ignore[call-overload]
+    x = x.reshape((bs, groups, cin, 1, *oyx, *hw_)).expand((bs, groups, cin, rcout, *oyx, *hw_))
+    x = x.permute((0, 1, 3, *[4 + i for i in range(len(oyx))], 2, *[4 + len(oyx) + i for i in range(len(hw_))]))  # (bs, g, rcout, *out, cin, *hw)
+    w = weight.reshape((1, groups, rcout, *[1] * len(oyx), cin, *hw_))
+    ret = (x * w).sum(tuple(-1 - i for i in range(1 + len(hw_))), keepdim=True).reshape((bs, cout, *oyx))
+    return ret if bias is None else ret.add(bias.reshape((1, -1, *[1] * len(hw_))))
+
+  def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
+    """softmax(q @ k^T / sqrt(d) + mask) @ v, as torch.nn.functional.scaled_dot_product_attention."""
+    scores = self @ key.transpose(-2, -1) * (1 / math.sqrt(_concrete(self.shape[-1])))
+    if is_causal:
+      n, m = _concrete(self.shape[-2]), _concrete(key.shape[-2])
+      keep = Tensor.ones(n, m, dtype=dtypes.bool, device=self.device).tril(m - n)
+      scores = keep.where(scores, -math.inf)
+    if attn_mask is not None:
+      scores = attn_mask.where(scores, -math.inf) if attn_mask.dtype == dtypes.bool else scores + attn_mask
+    return scores.softmax(-1) @ value
+
+  def tril(self, diagonal: int = 0) -> Tensor:
+    """Keep the elements on and below the `diagonal`-th diagonal of the last two axes; zero the rest."""
+    return self._tri(diagonal, lower=True)
+
+  def triu(self, diagonal: int = 0) -> Tensor:
+    return self._tri(diagonal, lower=False)
+
+  def _tri(self, diagonal: int, lower: bool) -> Tensor:
+    n, m = _concrete(self.shape[-2]), _concrete(self.shape[-1])
+    rows = Tensor.arange(n, device=self.device).reshape(n, 1)
+    cols = Tensor.arange(m, device=self.device).reshape(1, m)
+    keep = (cols <= rows + diagonal) if lower else (cols >= rows + diagonal)
+    return keep.where(self, 0 if not dtypes.is_float(self.dtype) else 0.0)
 
   # ---------- losses used by the examples ----------
   def one_hot(self, num_classes: int) -> Tensor:

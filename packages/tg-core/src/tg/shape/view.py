@@ -125,10 +125,16 @@ class View:
           mask.append(self.mask[keep[j]] if self.mask is not None else (0, s))
           j += 1
       return View.create(new_shape, tuple(strides), self.offset, tuple(mask) if self.mask is not None else None)
-    if self.mask is not None or any(is_sym(x) for x in self.shape + new_shape + self.strides):
+    if any(is_sym(x) for x in self.shape + new_shape + self.strides + ((self.offset,) + sum(self.mask, ()) if self.mask else ())):
       return None
     new_strides = _reshape_strides(self.shape, self.strides, new_shape)
-    return View.create(new_shape, new_strides, self.offset) if new_strides is not None else None
+    if new_strides is None:
+      return None
+    if self.mask is None:
+      return View.create(new_shape, new_strides, self.offset)
+    # the addresses reshape exactly; the valid region must stay a box in the new shape
+    new_mask = _reshape_mask(self.mask, self.shape, new_shape)  # type: ignore[arg-type]
+    return View.create(new_shape, new_strides, self.offset, new_mask) if new_mask is not None else None
 
 
 def _same_size(a: tuple[sint, ...], b: tuple[sint, ...]) -> bool:
@@ -140,6 +146,52 @@ def _same_size(a: tuple[sint, ...], b: tuple[sint, ...]) -> bool:
     return bound_value(pa) == bound_value(pb)
   except RuntimeError:
     return False
+
+
+def _reshape_mask(mask: tuple[tuple[int, int], ...], old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> tuple[tuple[int, int], ...] | None:
+  """The valid box `mask` of old_shape as a box of new_shape, or None when it isn't one.
+
+  Axes are matched in groups of equal product. In each group the old box is flattened to one range
+  (possible when every inner axis is whole, or the outer range is a single row), and the range is
+  split over the new axes the same way."""
+  old = [(s, m) for s, m in zip(old_shape, mask) if s != 1]
+  new_idx = [i for i, s in enumerate(new_shape) if s != 1]
+  new = [new_shape[i] for i in new_idx]
+  out: list[tuple[int, int]] = []
+  oi = ni = 0
+  while ni < len(new) and oi < len(old):
+    np_, op_ = new[ni], old[oi][0]
+    nj, oj = ni + 1, oi + 1
+    while np_ != op_:
+      if np_ < op_:
+        np_ *= new[nj]
+        nj += 1
+      else:
+        op_ *= old[oj][0]
+        oj += 1
+    lo, hi = old[oi][1]
+    for s, (b, e) in old[oi + 1:oj]:
+      if (b, e) == (0, s):
+        lo, hi = lo * s, hi * s
+      elif hi - lo == 1:
+        lo, hi = lo * s + b, lo * s + e
+      else:
+        return None
+    for k in range(ni, nj):
+      inner = prod(new[k + 1:nj])
+      if lo % inner == 0 and hi % inner == 0:
+        out.append((lo // inner, hi // inner))
+        lo, hi = 0, inner
+      elif lo // inner == (hi - 1) // inner:
+        out.append((lo // inner, lo // inner + 1))
+        lo, hi = lo % inner, (hi - 1) % inner + 1
+      else:
+        return None
+    ni, oi = nj, oj
+  full = [(0, 1)] * len(new_shape)
+  for i, m in zip(new_idx, out):
+    full[i] = m
+  return tuple(full)
 
 
 def _reshape_strides(old_shape: tuple[Any, ...], old_strides: tuple[Any, ...], new_shape: tuple[Any, ...]) -> tuple[int, ...] | None:
