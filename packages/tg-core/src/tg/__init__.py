@@ -6,4 +6,4 @@ from tg.shape.symbolic import Variable
 from tg.tensor import Tensor
 
 __version__ = "0.1.0"
-__all__ = ["Context", "Device", "GlobalCounters", "Tensor", "dtypes", "getenv"]
+__all__ = ["Context", "Device", "GlobalCounters", "Tensor", "Variable", "dtypes", "getenv"]

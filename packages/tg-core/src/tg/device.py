@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from tg.dtype import DType, dtypes
+from tg.dtype import DType
 from tg.helpers import DEBUG, GlobalCounters, diskcache_get, diskcache_put, getenv
 from tg.plugins import PluginError, hook, installed_devices, load_plugin
 from tg.renderer import Renderer

@@ -780,16 +780,17 @@ class Tensor:
     gives the strided window starts."""
     n = len(k_)
     s_, d_ = make_pair(stride, n), make_pair(dilation, n)
-    pre, i_ = self.shape[:-n], self.shape[-n:]
-    if not all(isinstance(i, int) for i in i_):
+    pre = self.shape[:-n]
+    i_ = [i for i in self.shape[-n:] if isinstance(i, int)]
+    if len(i_) != n:
       raise NotImplementedError("pooling over symbolic axes")
-    o_ = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(i_, k_, s_, d_)]  # type: ignore[operator]
+    o_ = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(i_, k_, s_, d_)]
     if any(o <= 0 for o in o_):
       raise ValueError(f"kernel {k_} with dilation {d_} is larger than the input {i_}")
-    x = self.repeat([1] * len(pre) + [-(-k * (i + d) // i) for i, k, d in zip(i_, k_, d_)])  # type: ignore[operator]
+    x = self.repeat([1] * len(pre) + [-(-k * (i + d) // i) for i, k, d in zip(i_, k_, d_)])
     for j, (i, k, d) in enumerate(zip(i_, k_, d_)):
-      x = x._resize_axis(len(pre) + j, k * (i + d))  # type: ignore[operator]
-    x = x.reshape(pre + tuple(v for i, k, d in zip(i_, k_, d_) for v in (k, i + d)))  # type: ignore[operator]
+      x = x._resize_axis(len(pre) + j, k * (i + d))
+    x = x.reshape(pre + tuple(v for i, k, d in zip(i_, k_, d_) for v in (k, i + d)))
     for j, (o, s) in enumerate(zip(o_, s_)):
       x = x._resize_axis(len(pre) + 2 * j + 1, o * s)
     x = x.reshape(pre + tuple(v for k, o, s in zip(k_, o_, s_) for v in (k, o, s)))
@@ -802,11 +803,11 @@ class Tensor:
     if len(padding) % 2 or len(padding) // 2 > self.ndim:
       raise ValueError(f"pad2d needs (before, after) pairs for at most {self.ndim} axes, got {padding}")
     pairs = [(padding[2 * i], padding[2 * i + 1]) for i in range(len(padding) // 2)][::-1]
+    keep: list[tuple[sint, sint] | None] = [None] * (self.ndim - len(pairs))
     if any(b < 0 or a < 0 for b, a in pairs):  # negative padding crops, as in torch
-      x = self.shrink(tuple([None] * (self.ndim - len(pairs)) + [(-min(b, 0), s - (-min(a, 0))) for (b, a), s in
-                                                                  zip(pairs, self.shape[-len(pairs):])]))  # type: ignore[misc]
+      x = self.shrink(keep + [(-min(b, 0), s - (-min(a, 0))) for (b, a), s in zip(pairs, self.shape[-len(pairs):])])
       return x.pad2d([max(p, 0) for p in padding], value)
-    return self.pad([None] * (self.ndim - len(pairs)) + pairs, value)
+    return self.pad([None] * (self.ndim - len(pairs)) + list(pairs), value)
 
   @staticmethod
   def _conv_padding(padding: int | Sequence[int], n: int) -> list[int]:
@@ -837,11 +838,11 @@ class Tensor:
     (bs, cin_), (cout, cin), hw = self.shape[:2], weight.shape[:2], weight.shape[2:]
     if groups * cin != cin_ or len(self.shape) != len(weight.shape):
       raise ValueError(f"conv2d: input {self.shape} doesn't match weight {weight.shape} with groups={groups}")
-    if not all(isinstance(s, int) for s in (*hw, cout, cin)) or cout % groups:  # type: ignore[operator]
+    hw_ = tuple(_concrete(s) for s in hw)
+    if _concrete(cout) % groups:
       raise ValueError(f"conv2d: {cout} output channels can't be split into {groups} groups")
-    hw_ = tuple(int(s) for s in hw)  # type: ignore[call-overload]
     x = self.pad2d(Tensor._conv_padding(padding, len(hw_)))._pool(hw_, stride, dilation)  # (bs, cin_, *out, *hw)
-    rcout, oyx = int(cout) // groups, x.shape[2:-len(hw_)]  # type: ignore[call-overload]
+    rcout, oyx = _concrete(cout) // groups, x.shape[2:-len(hw_)]
     x = x.reshape((bs, groups, cin, 1, *oyx, *hw_)).expand((bs, groups, cin, rcout, *oyx, *hw_))
     x = x.permute((0, 1, 3, *[4 + i for i in range(len(oyx))], 2, *[4 + len(oyx) + i for i in range(len(hw_))]))  # (bs, g, rcout, *out, cin, *hw)
     w = weight.reshape((1, groups, rcout, *[1] * len(oyx), cin, *hw_))
