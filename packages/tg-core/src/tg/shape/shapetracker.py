@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tg.helpers import prod
-from tg.shape.symbolic import MulNode, Node, NumNode, SumNode, Variable, sint
+from tg.shape.symbolic import AndNode, LtNode, MulNode, Node, NumNode, SumNode, Variable, sint, smax, smin
 from tg.shape.view import View
 
 
@@ -152,12 +152,41 @@ def _view_index(v: View, idxs: Sequence[Node]) -> tuple[Node, Node]:
 
 
 def _merge_views(vm2: View, vm1: View) -> View | None:
-  """One View equal to vm1 read through vm2, in the cases that are cheap to prove."""
+  """One View equal to vm1 read through vm2, or None when no single View is."""
   if vm2.contiguous:
     return vm1
   if vm1.contiguous and vm1.shape == vm2.shape:
     return vm2
-  if vm1.contiguous and vm1.size() == vm2.size():
-    return vm2.reshape(vm1.shape)  # vm1 is a plain reshape of vm2
-  return None
+  if vm1.contiguous and vm1.size() == vm2.size() and (v := vm2.reshape(vm1.shape)) is not None:
+    return v  # vm1 is a plain reshape of vm2
+  if any(not isinstance(x, int) for x in (*vm1.shape, *vm2.shape, *vm1.strides, *vm2.strides, vm1.offset, vm2.offset)):
+    return None
+  # in general: one View exists exactly when the composed index is linear in each axis and the valid region is a box
+  idxs = [Variable(f"_m{i}", 0, s - 1) for i, s in enumerate(vm1.shape)]  # type: ignore[operator]
+  idx, valid = ShapeTracker((vm2, vm1)).expr_idxs(idxs)
+  if valid.max == 0:
+    return View.create(vm1.shape, mask=((0, 0),) * len(vm1.shape))
+  strides, offset = [0] * len(idxs), 0
+  for t in idx.nodes if isinstance(idx, SumNode) else [idx]:
+    if isinstance(t, NumNode):
+      offset += t.b
+    elif t in idxs:
+      strides[idxs.index(t)] += 1
+    elif isinstance(t, MulNode) and isinstance(t.b, int) and t.a in idxs:
+      strides[idxs.index(t.a)] += t.b
+    else:
+      return None
+  mask = [(0, s) for s in vm1.shape]
+  for c in valid.nodes if isinstance(valid, AndNode) else ([] if valid.min == 1 else [valid]):
+    if not isinstance(c, LtNode) or not isinstance(c.b, int):
+      return None
+    if c.a in idxs:  # i < b
+      i = idxs.index(c.a)
+      mask[i] = (mask[i][0], smin(mask[i][1], c.b))
+    elif isinstance(c.a, MulNode) and c.a.b == -1 and c.a.a in idxs:  # -i < b, that is i >= 1 - b
+      i = idxs.index(c.a.a)
+      mask[i] = (smax(mask[i][0], 1 - c.b), mask[i][1])
+    else:
+      return None
+  return View.create(vm1.shape, tuple(strides), offset, tuple(mask))
 
