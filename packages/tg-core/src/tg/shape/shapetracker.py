@@ -162,7 +162,7 @@ def _merge_views(vm2: View, vm1: View) -> View | None:
   if any(not isinstance(x, int) for x in (*vm1.shape, *vm2.shape, *vm1.strides, *vm2.strides, vm1.offset, vm2.offset)):
     return None
   # in general: one View exists exactly when the composed index is linear in each axis and the valid region is a box
-  idxs = [Variable(f"_m{i}", 0, s - 1) for i, s in enumerate(vm1.shape)]  # type: ignore[operator]
+  idxs: list[Node] = [Variable(f"_m{i}", 0, s - 1) for i, s in enumerate(vm1.shape) if isinstance(s, int)]
   idx, valid = ShapeTracker((vm2, vm1)).expr_idxs(idxs)
   if valid.max == 0:
     return View.create(vm1.shape, mask=((0, 0),) * len(vm1.shape))
@@ -176,7 +176,7 @@ def _merge_views(vm2: View, vm1: View) -> View | None:
       strides[idxs.index(t.a)] += t.b
     else:
       return None
-  mask = [(0, s) for s in vm1.shape]
+  mask: list[tuple[sint, sint]] = [(0, s) for s in vm1.shape]
   for c in valid.nodes if isinstance(valid, AndNode) else ([] if valid.min == 1 else [valid]):
     if not isinstance(c, LtNode) or not isinstance(c.b, int):
       return None
