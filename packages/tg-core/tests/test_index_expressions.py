@@ -1,0 +1,66 @@
+"""The index math of common kernels stays small: pinned sizes of simplified index expressions.
+
+A regression here means generated kernels got slower (more integer ops per element), not wrong."""
+from __future__ import annotations
+
+from tg import Tensor
+from tg.engine.schedule import create_schedule
+from tg.ops import BufferOps
+from tg.shape.symbolic import AndNode, Node, SumNode
+
+
+def terms(n: Node) -> int:
+  return len(n.nodes) if isinstance(n, (SumNode, AndNode)) else (0 if n.min == n.max else 1)
+
+
+def load_exprs(t: Tensor) -> list[tuple[Node, Node]]:
+  ast = create_schedule([t.lazydata])[-1].ast
+  return [op.arg.st.expr_idxs() for op in ast.lazyops() if op.op is BufferOps.LOAD]
+
+
+def test_conv3x3_input_index() -> None:
+  x, w = Tensor.empty(8, 64, 56, 56), Tensor.empty(64, 64, 3, 3)
+  (xi, xv), (wi, wv) = load_exprs(x.conv2d(w, padding=1))
+  # input: batch, channel, output y, output x, kernel y, kernel x, minus the pad offset
+  assert terms(xi) == 7, xi.render()
+  assert "//" not in xi.render() and "%" not in xi.render()
+  assert terms(xv) == 4, xv.render()  # 1 <= y+ky < 57 and 1 <= x+kx < 57, nothing more
+  assert terms(wi) == 4 and wv.min == 1, wi.render()  # weight: cout, cin, ky, kx; always valid
+
+
+def test_matmul_indices_are_plain_strides() -> None:
+  a, b = Tensor.empty(32, 64), Tensor.empty(64, 16)
+  (ai, av), (bi, bv) = load_exprs(a @ b)
+  assert terms(ai) == 2 and terms(bi) == 2, (ai.render(), bi.render())
+  assert av.min == 1 and bv.min == 1
+
+
+def test_transposed_elementwise_is_one_view_and_two_terms() -> None:
+  a = Tensor.empty(16, 32)
+  ((ai, av),) = load_exprs(a.T + 1)
+  assert terms(ai) == 2 and av.min == 1
+
+
+def test_flip_and_slice_fold_into_the_offset() -> None:
+  a = Tensor.empty(16, 32)
+  ((ai, _),) = load_exprs(a[2:10, ::-1] * 2)
+  assert terms(ai) == 3, ai.render()  # row*32 - col + offset
+
+
+def test_padded_reshape_stays_linear() -> None:
+  a = Tensor.empty(4, 6)
+  ((ai, av),) = load_exprs(a.pad(((1, 1), (0, 0))).reshape(36).exp())
+  assert terms(ai) == 2 and terms(av) == 2, (ai.render(), av.render())
+
+
+def test_known_merges_stay_one_view() -> None:
+  from tg.shape.shapetracker import ShapeTracker
+  st = ShapeTracker.from_shape((4, 6))
+  assert len(st.pad(((1, 1), (0, 0))).reshape((36,)).views) == 1  # pad of whole rows, flattened
+  assert len(st.shrink(((1, 3), (0, 6))).reshape((2, 2, 3)).permute((2, 0, 1)).views) == 1  # permute of a reshape of a shrink
+  assert len(st.permute((1, 0)).reshape((2, 3, 4)).views) == 1  # splitting an axis of a transpose
+  assert len(st.permute((1, 0)).reshape((24,)).views) == 2  # flattening a transpose can't be one View
+  # a view of a view merges when the composition is linear: a flip read through a transpose
+  inner = ShapeTracker.from_shape((4, 6)).permute((1, 0))
+  outer = ShapeTracker.from_shape((6, 4)).stride((-1, 1))
+  assert len((inner + outer).views) == 1
