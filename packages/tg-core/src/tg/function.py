@@ -200,6 +200,17 @@ class Sum(Function):
     return grad.expand(self.input_shape)
 
 
+class Prod(Function):
+  def forward(self, x: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer:
+    self.x, self.ret = x, x.r(ReduceOps.PROD, axis)
+    return self.ret
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    # d(prod)/dx_i = prod / x_i: exact away from zeros (an input of 0 gives inf or nan here, unlike torch)
+    ret, g = self.ret.expand(self.x.shape), grad.expand(self.x.shape)
+    return ret.e(BinaryOps.MUL, self.x.e(UnaryOps.RECIP)).e(BinaryOps.MUL, g)
+
+
 class Max(Function):
   def forward(self, x: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer:
     self.x, self.ret, self.axis = x, x.r(ReduceOps.MAX, axis), axis

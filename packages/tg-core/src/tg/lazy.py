@@ -138,7 +138,7 @@ class LazyBuffer:
   def r(self, op: ReduceOps, axis: tuple[int, ...]) -> LazyBuffer:
     new_shape = tuple(1 if i in axis else s for i, s in enumerate(self.shape))
     if self.size == 0 and 0 not in new_shape:  # reducing nothing gives the identity
-      return self.const({ReduceOps.SUM: 0.0, ReduceOps.MAX: dtypes.min(self.dtype)}[op], new_shape)
+      return self.const({ReduceOps.SUM: 0.0, ReduceOps.PROD: 1.0, ReduceOps.MAX: dtypes.min(self.dtype)}[op], new_shape)
     if not axis or all(self.shape[a] == 1 for a in axis):
       return self.reshape(new_shape)
     if self.is_unrealized_const() and op is ReduceOps.SUM and all(isinstance(self.shape[a], int) for a in axis):

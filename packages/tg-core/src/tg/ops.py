@@ -30,7 +30,7 @@ class TernaryOps(Enum):
 
 
 class ReduceOps(Enum):
-  SUM = auto(); MAX = auto()  # noqa: E702
+  SUM = auto(); MAX = auto(); PROD = auto()  # noqa: E702
 
 
 class BufferOps(Enum):

@@ -2,6 +2,7 @@
 touches a device directly (data moves in and out through Buffers, compute through the scheduler)."""
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -15,6 +16,8 @@ from tg.helpers import argfix, make_pair, prod
 from tg.lazy import LazyBuffer
 from tg.ops import MetaOps
 from tg.shape.symbolic import Node, bound_value, sint
+from tg.tensor_index import IndexingMixin
+from tg.tensor_nn import NNMixin
 
 Scalar = ConstType
 
@@ -56,14 +59,60 @@ def _from_host(data: Any, dtype: DType | None, device: str) -> LazyBuffer:
   return lb.cast(target) if stored != target else lb
 
 
-class Tensor:
+class _Switch:
+  """A class-wide on/off setting that reads as a bool and is also a context manager and decorator:
+  `if Tensor.no_grad:`, `Tensor.no_grad = True`, `with Tensor.no_grad(): ...`, `@Tensor.train()`."""
+
+  def __init__(self, value: bool = False) -> None:
+    self.value = value
+
+  def __bool__(self) -> bool:
+    return self.value
+
+  def __repr__(self) -> str:
+    return str(self.value)
+
+  def __call__(self, mode: bool = True) -> _SwitchContext:
+    return _SwitchContext(self, mode)
+
+
+class _SwitchContext(contextlib.ContextDecorator):
+  def __init__(self, switch: _Switch, mode: bool) -> None:
+    self.switch, self.mode, self.prev = switch, mode, [switch.value]
+
+  def __enter__(self) -> None:
+    self.prev.append(self.switch.value)
+    self.switch.value = self.mode
+
+  def __exit__(self, *exc: Any) -> None:
+    self.switch.value = self.prev.pop()
+
+
+class _TensorMeta(type):
+  """Makes `Tensor.no_grad = True` and `Tensor.training = False` set the switches rather than replace them."""
+  _switches: dict[str, _Switch] = {"no_grad": _Switch(False), "training": _Switch(False)}
+
+  def __getattr__(cls, name: str) -> Any:
+    if name in _TensorMeta._switches:
+      return _TensorMeta._switches[name]
+    raise AttributeError(name)
+
+  def __setattr__(cls, name: str, value: Any) -> None:
+    if name in _TensorMeta._switches:
+      _TensorMeta._switches[name].value = bool(value)
+    else:
+      super().__setattr__(name, value)
+
+
+class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
   """A multi-dimensional array on a device, with autograd.
 
   Operations build a lazy graph; `realize()` (or reading the data) runs it.
   """
   __slots__ = ("_ctx", "grad", "lazydata", "requires_grad")
-  training: ClassVar[bool] = False
-  no_grad: ClassVar[bool] = False
+  # `Tensor.training` and `Tensor.no_grad` are switches held by the metaclass (see _Switch)
+  training: ClassVar[_Switch]
+  no_grad: ClassVar[_Switch]
   _seed: ClassVar[int] = 0
   _rng_counter: ClassVar[int] = 0
 
@@ -84,6 +133,20 @@ class Tensor:
     else:
       raise TypeError(f"can't make a Tensor from {type(data).__name__}: use a number, list, bytes or numpy array")
     self.lazydata = lb if lb.device == device else lb.copy_to_device(device)
+
+  @staticmethod
+  def train(mode: bool = True) -> _SwitchContext:
+    """`with Tensor.train():` turns training behaviour (dropout, batchnorm statistics) on inside."""
+    return Tensor.training(mode)
+
+  @staticmethod
+  def test() -> _SwitchContext:
+    return Tensor.training(False)
+
+  @staticmethod
+  def inference_mode(mode: bool = True) -> _SwitchContext:
+    """`with Tensor.inference_mode():` records no autograd graph inside (same as `Tensor.no_grad()`)."""
+    return Tensor.no_grad(mode)
 
   def __repr__(self) -> str:
     return f"<Tensor {self.lazydata!r} on {self.device} with grad {(self.grad.lazydata if self.grad is not None else None)!r}>"
@@ -244,6 +307,17 @@ class Tensor:
     ones = Tensor.ones(k, 1, dtype=dtype, device=device).pad(((0, 0), (0, k))).flatten()[:k * k].reshape(k, k)
     return Tensor(ones[:n, :m].lazydata, **kwargs)
 
+  @staticmethod
+  def linspace(start: float, stop: float, steps: int, **kwargs: Any) -> Tensor:
+    if steps < 0:
+      raise ValueError(f"linspace needs steps >= 0, got {steps}")
+    dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+    device = Device.canonicalize(kwargs.pop("device", None))
+    if steps == 1:
+      return Tensor([start], dtype=dtype, device=device, **kwargs)
+    ret = Tensor.arange(steps, device=device).cast(dtypes.float32) * ((stop - start) / max(steps - 1, 1)) + start
+    return Tensor(ret.cast(dtype).lazydata, device=device, **kwargs)
+
   def full_like(self, fill_value: Scalar, **kwargs: Any) -> Tensor:
     return Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kwargs})
 
@@ -291,6 +365,56 @@ class Tensor:
   def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, **kwargs: Any) -> Tensor:
     dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
     return Tensor((Tensor.rand(*shape, device=kwargs.pop("device", None)) * (high - low) + low).cast(dtype).lazydata, **kwargs)
+
+  @staticmethod
+  def randint(*shape: Any, low: int = 0, high: int = 10, **kwargs: Any) -> Tensor:
+    """Uniform integers in [low, high)."""
+    if high <= low:
+      raise ValueError(f"randint needs low < high, got [{low}, {high})")
+    dtype = to_dtype(kwargs.pop("dtype", dtypes.int32))
+    u = Tensor.rand(*shape, device=kwargs.pop("device", None))
+    return Tensor((u * (high - low)).cast(dtypes.int32).add(low).cast(dtype).lazydata, **kwargs)
+
+  @staticmethod
+  def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
+    dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+    return Tensor((Tensor.randn(*shape, device=kwargs.pop("device", None)) * std + mean).cast(dtype).lazydata, **kwargs)
+
+  @staticmethod
+  def scaled_uniform(*shape: Any, **kwargs: Any) -> Tensor:
+    """Uniform in [-1, 1) scaled by 1/sqrt(numel)."""
+    return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(argfix(*shape)) ** -0.5)
+
+  @staticmethod
+  def glorot_uniform(*shape: Any, **kwargs: Any) -> Tensor:
+    s = argfix(*shape)
+    bound = math.sqrt(6 / (s[0] + prod(s[1:])))
+    return Tensor.uniform(*s, low=-bound, high=bound, **kwargs)
+
+  @staticmethod
+  def kaiming_uniform(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+    s = argfix(*shape)
+    bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(s[1:]))
+    return Tensor.uniform(*s, low=-bound, high=bound, **kwargs)
+
+  @staticmethod
+  def kaiming_normal(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+    s = argfix(*shape)
+    std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(s[1:]))
+    return Tensor.normal(*s, mean=0.0, std=std, **kwargs)
+
+  def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
+    """Sample indices from the (unnormalized) weights in the last axis: inverse transform of uniforms."""
+    if self.ndim not in (1, 2):
+      raise ValueError(f"multinomial needs weights of 1 or 2 axes, got {self.shape}")
+    if not replacement and num_samples != 1:
+      raise NotImplementedError("multinomial without replacement draws one sample per row here")
+    w = self.unsqueeze(0) if self.ndim == 1 else self
+    cdf = w.cumsum(1)
+    cdf = cdf / cdf[:, -1:]
+    u = Tensor.rand(w.shape[0], num_samples, 1, device=self.device)
+    idx = (cdf.unsqueeze(1) < u).sum(2).cast(dtypes.int32)
+    return idx.squeeze(0) if self.ndim == 1 else idx
 
   def rand_like(self, **kwargs: Any) -> Tensor:
     return Tensor.rand(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
@@ -433,66 +557,127 @@ class Tensor:
     axes = tuple(self._resolve_axis(a) for a in argfix(axis, *args))
     return F.Flip.apply(self, axis=axes)  # type: ignore[no-any-return]
 
-  def _take_every(self, axis: int, step: int) -> Tensor:
-    """Every step-th element along `axis`, as pad + reshape + shrink."""
-    n = self.shape[axis]
-    if not isinstance(n, int):
-      raise NotImplementedError(f"strided slicing of the symbolic axis {axis} ({n})")
-    out = -(-n // step)
-    x = self.pad(tuple((0, out * step - n) if i == axis else None for i in range(self.ndim)))
-    x = x.reshape(self.shape[:axis] + (out, step) + self.shape[axis + 1:])
-    x = x.shrink(tuple((0, 1) if i == axis + 1 else None for i in range(x.ndim)))
-    return x.reshape(self.shape[:axis] + (out,) + self.shape[axis + 1:])
+  def repeat(self, repeats: Sequence[int], *args: int) -> Tensor:
+    """Tile the tensor `repeats[i]` times along each axis (torch.Tensor.repeat)."""
+    reps = argfix(repeats, *args)
+    if len(reps) < self.ndim:
+      raise ValueError(f"repeat needs at least one count per axis: {reps} for shape {self.shape}")
+    base = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
+    interleaved = tuple(x for s in base.shape for x in (1, s))
+    tiled = tuple(x for r, s in zip(reps, base.shape) for x in (r, s))
+    return base.reshape(interleaved).expand(tiled).reshape(tuple(r * s for r, s in zip(reps, base.shape)))
 
-  def __getitem__(self, indices: Any) -> Tensor:
-    if not isinstance(indices, tuple):
-      indices = (indices,)
-    if sum(1 for i in indices if i is Ellipsis) > 1:
-      raise IndexError("an index can only have a single ellipsis (...)")
-    n_real = sum(1 for i in indices if i is not None and i is not Ellipsis)
-    if n_real > self.ndim:
-      raise IndexError(f"too many indices for a tensor of {self.ndim} dimensions: {n_real}")
-    if Ellipsis in indices:
-      e = indices.index(Ellipsis)
-      indices = indices[:e] + (slice(None),) * (self.ndim - n_real) + indices[e + 1:]
-    else:
-      indices = indices + (slice(None),) * (self.ndim - n_real)
-    x, dim = self, 0
-    new_shape: list[sint] = []
-    for idx in indices:
-      if idx is None:
-        new_shape.append(1)
-        continue
-      size = x.shape[dim]
-      if not isinstance(size, int):  # a symbolic axis can only be taken whole
-        if idx != slice(None):
-          raise NotImplementedError(f"indexing the symbolic axis {dim} ({size}) with {idx}: use shrink")
-        new_shape.append(size)
-        dim += 1
-        continue
-      if isinstance(idx, bool) or not isinstance(idx, (int, slice)):
-        if isinstance(idx, Tensor):
-          raise NotImplementedError("indexing with a Tensor is not supported yet")
-        raise TypeError(f"bad index {idx!r}: use ints, slices, None or ...")
-      if isinstance(idx, int):
-        if not -size <= idx < size:
-          raise IndexError(f"index {idx} is out of bounds for axis {dim} with size {size}")
-        i = idx + size if idx < 0 else idx
-        x = x.shrink(tuple((i, i + 1) if d == dim else None for d in range(x.ndim)))
-      else:
-        start, stop, step = idx.indices(size)
-        if step > 0:
-          lo, hi = start, max(start, stop)
-        else:
-          lo, hi = max(stop + 1, 0), max(start + 1, stop + 1)
-        x = x.shrink(tuple((lo, hi) if d == dim else None for d in range(x.ndim)))
-        if step < 0:
-          x = x.flip(dim)
-        if abs(step) > 1:
-          x = x._take_every(dim, abs(step))
-        new_shape.append(x.shape[dim])
-      dim += 1
-    return x.reshape(tuple(new_shape))
+  def _resize_axis(self, axis: int, n: int) -> Tensor:
+    """Cut or zero-pad `axis` to length n."""
+    s = self.shape[axis]
+    assert isinstance(s, int)
+    if n <= s:
+      return self.shrink(tuple((0, n) if i == axis else None for i in range(self.ndim)))
+    return self.pad(tuple((0, n - s) if i == axis else None for i in range(self.ndim)))
+
+  def _pool(self, k_: tuple[int, ...], stride: int | tuple[int, ...] = 1, dilation: int | tuple[int, ...] = 1) -> Tensor:
+    """Sliding windows over the last len(k_) axes: (*rest, *in) -> (*rest, *out, *k_), with movement ops only.
+
+    Along one axis of length i, the tensor repeated end to end and read in rows of i+d puts element
+    j*d + t at (row j, column t): row j is the window offset by j*d. Taking every s-th column
+    gives the strided window starts."""
+    n = len(k_)
+    s_, d_ = make_pair(stride, n), make_pair(dilation, n)
+    pre = self.shape[:-n]
+    i_ = [i for i in self.shape[-n:] if isinstance(i, int)]
+    if len(i_) != n:
+      raise NotImplementedError("pooling over symbolic axes")
+    o_ = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(i_, k_, s_, d_)]
+    if any(o <= 0 for o in o_):
+      raise ValueError(f"kernel {k_} with dilation {d_} is larger than the input {i_}")
+    x = self.repeat([1] * len(pre) + [-(-k * (i + d) // i) for i, k, d in zip(i_, k_, d_)])
+    for j, (i, k, d) in enumerate(zip(i_, k_, d_)):
+      x = x._resize_axis(len(pre) + j, k * (i + d))
+    x = x.reshape(pre + tuple(v for i, k, d in zip(i_, k_, d_) for v in (k, i + d)))
+    for j, (o, s) in enumerate(zip(o_, s_)):
+      x = x._resize_axis(len(pre) + 2 * j + 1, o * s)
+    x = x.reshape(pre + tuple(v for k, o, s in zip(k_, o_, s_) for v in (k, o, s)))
+    x = x.shrink(tuple([None] * len(pre) + [r for _ in k_ for r in (None, None, (0, 1))]))
+    x = x.reshape(pre + tuple(v for k, o in zip(k_, o_) for v in (k, o)))
+    return x.permute(tuple(range(len(pre))) + tuple(len(pre) + 2 * j + 1 for j in range(n)) + tuple(len(pre) + 2 * j for j in range(n)))
+
+  def pad2d(self, padding: Sequence[int], value: float = 0.0) -> Tensor:
+    """Pad the last len(padding)//2 axes; padding is (left, right, top, bottom, ...) from the last axis back."""
+    if len(padding) % 2 or len(padding) // 2 > self.ndim:
+      raise ValueError(f"pad2d needs (before, after) pairs for at most {self.ndim} axes, got {padding}")
+    pairs = [(padding[2 * i], padding[2 * i + 1]) for i in range(len(padding) // 2)][::-1]
+    keep: list[tuple[sint, sint] | None] = [None] * (self.ndim - len(pairs))
+    if any(b < 0 or a < 0 for b, a in pairs):  # negative padding crops, as in torch
+      x = self.shrink(keep + [(-min(b, 0), s - (-min(a, 0))) for (b, a), s in zip(pairs, self.shape[-len(pairs):])])
+      return x.pad2d([max(p, 0) for p in padding], value)
+    return self.pad([None] * (self.ndim - len(pairs)) + list(pairs), value)
+
+  def tril(self, diagonal: int = 0) -> Tensor:
+    """Keep the elements on and below the `diagonal`-th diagonal of the last two axes; zero the rest."""
+    return self._tri(diagonal, lower=True)
+
+  def triu(self, diagonal: int = 0) -> Tensor:
+    return self._tri(diagonal, lower=False)
+
+  def _tri(self, diagonal: int, lower: bool) -> Tensor:
+    n, m = _concrete(self.shape[-2]), _concrete(self.shape[-1])
+    rows = Tensor.arange(n, device=self.device).reshape(n, 1)
+    cols = Tensor.arange(m, device=self.device).reshape(1, m)
+    keep = (cols <= rows + diagonal) if lower else (cols >= rows + diagonal)
+    return keep.where(self, 0 if not dtypes.is_float(self.dtype) else 0.0)
+
+  def squeeze_axes(self, axes: Sequence[int]) -> Tensor:
+    """Drop the given (size-1) axes."""
+    return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in set(axes)))
+
+  def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
+    d = self._resolve_axis(dim)
+    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+
+  def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
+    """Join along `dim`: each tensor is padded to the full length at its place, and the pads summed."""
+    ts = [self, *others]
+    d = self._resolve_axis(dim)
+    for t in ts:
+      if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
+        raise ValueError(f"cat along axis {d}: shapes {[t.shape for t in ts]} differ outside that axis")
+    dt = least_upper_dtype(*[t.dtype for t in ts])
+    sizes = [_concrete(t.shape[d]) for t in ts]
+    total, out, start = sum(sizes), None, 0
+    for t, n in zip(ts, sizes):
+      piece = t.cast(dt).pad(tuple((start, total - start - n) if i == d else None for i in range(self.ndim)))
+      out = piece if out is None else out + piece
+      start += n
+    assert out is not None
+    return out
+
+  @staticmethod
+  def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    if not tensors:
+      raise ValueError("stack needs at least one tensor")
+    d = dim if dim >= 0 else dim + tensors[0].ndim + 1
+    ts = [t.unsqueeze(d) for t in tensors]
+    return ts[0].cat(*ts[1:], dim=d)
+
+  def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    """Pieces of `sizes` along `dim` (an int: equal pieces of that size, the last maybe smaller)."""
+    d = self._resolve_axis(dim)
+    n = _concrete(self.shape[d])
+    if isinstance(sizes, int):
+      if sizes <= 0:
+        raise ValueError(f"split size must be positive, got {sizes}")
+      sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
+    if sum(sizes) != n:
+      raise ValueError(f"split sizes {list(sizes)} don't add up to {n}, the length of axis {d}")
+    out, start = [], 0
+    for s in sizes:
+      out.append(self.shrink(tuple((start, start + s) if i == d else None for i in range(self.ndim))))
+      start += s
+    return tuple(out)
+
+  def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    n = _concrete(self.shape[self._resolve_axis(dim)])
+    return self.split(max(1, -(-n // chunks)), dim)
 
   # ---------- elementwise ----------
   def _broadcasted(self, y: Tensor | Scalar, reverse: bool = False) -> tuple[Tensor, Tensor]:
@@ -560,6 +745,47 @@ class Tensor:
   def exp2(self) -> Tensor: return (self * math.log(2)).exp()
   def log2(self) -> Tensor: return self.log() / math.log(2)
   def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
+  def tan(self) -> Tensor: return self.sin() / self.cos()
+  def sinh(self) -> Tensor: return (self.exp() - (-self).exp()) / 2
+  def cosh(self) -> Tensor: return (self.exp() + (-self).exp()) / 2
+  def asinh(self) -> Tensor: return (self + (self * self + 1).sqrt()).log()
+  def acosh(self) -> Tensor: return (self + (self * self - 1).sqrt()).log()
+  def atanh(self) -> Tensor: return ((1 + self) / (1 - self)).log() / 2
+  def lerp(self, end: Tensor | Scalar, weight: Tensor | Scalar) -> Tensor: return self + (end - self) * weight
+  def isnan(self) -> Tensor: return self != self
+
+  def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
+    return (self == math.inf) * detect_positive + (self == -math.inf) * detect_negative
+
+  def isfinite(self) -> Tensor: return (self.isinf() | self.isnan()).logical_not()
+
+  def _rounded(self, value: Tensor) -> Tensor:
+    """`value` (a rounding of self) with torch's gradient for rounding: zero everywhere."""
+    return Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device).where(value.detach(), self * 0)
+
+  def trunc(self) -> Tensor:
+    if not dtypes.is_float(self.dtype):
+      return self
+    big = 2.0 ** (52 if self.dtype == dtypes.float64 else 23)  # floats this large are already integers
+    as_int = self.cast(dtypes.int64).cast(self.dtype)
+    return self._rounded((self.abs() < big).where(as_int, self))
+
+  def floor(self) -> Tensor:
+    t = self.trunc()
+    return self._rounded((t > self).where(t - 1, t)) if dtypes.is_float(self.dtype) else self
+
+  def ceil(self) -> Tensor:
+    t = self.trunc()
+    return self._rounded((t < self).where(t + 1, t)) if dtypes.is_float(self.dtype) else self
+
+  def round(self) -> Tensor:
+    """Round half to even, as torch and numpy."""
+    if not dtypes.is_float(self.dtype):
+      return self
+    f = (self + 0.5).floor()
+    tie = (f - self) == 0.5
+    odd = (f * 0.5).floor() * 2 != f
+    return self._rounded((tie & odd).where(f - 1, f))
 
   def maximum(self, x: Tensor | Scalar) -> Tensor:
     a, b = self._broadcasted(x)
@@ -674,6 +900,18 @@ class Tensor:
   def __rfloordiv__(self, x: Scalar) -> Tensor: return self.idiv(x, True)
   def __rpow__(self, x: Scalar) -> Tensor: return self.pow(x, True)
   def __rmatmul__(self, x: Tensor) -> Tensor: return x.matmul(self)
+  # in place: the tensor keeps its identity and takes the new value
+  def __iadd__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.add(x).cast(self.dtype))
+  def __isub__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.sub(x).cast(self.dtype))
+  def __imul__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.mul(x).cast(self.dtype))
+  def __itruediv__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.div(x).cast(self.dtype))
+  def __ipow__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.pow(x).cast(self.dtype))
+  def __imatmul__(self, x: Tensor) -> Tensor: return self.assign(self.matmul(x).cast(self.dtype))
+  def __iand__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.bitwise_and(x))
+  def __ior__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.bitwise_or(x))
+  def __ixor__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.xor(x))
+  def __ilshift__(self, x: int) -> Tensor: return self.assign(self.lshift(x))
+  def __irshift__(self, x: int) -> Tensor: return self.assign(self.rshift(x))
 
   # ---------- reductions ----------
   def _reduce_axes(self, axis: int | Sequence[int] | None) -> tuple[int, ...]:
@@ -716,14 +954,35 @@ class Tensor:
     n = prod(self.shape[a] for a in self._reduce_axes(axis)) if self.ndim else 1
     return out * (1 / n) if n else out * math.nan
 
-  def softmax(self, axis: int = -1) -> Tensor:
-    m = self - self.max(axis, keepdim=True).detach()
-    e = m.exp()
-    return e / e.sum(axis, keepdim=True)
+  def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    x = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
+    n = prod(_concrete(self.shape[a]) for a in self._reduce_axes(axis)) if self.ndim else 1
+    sq = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
+    return sq / max(0, n - correction) if n - correction > 0 else sq * math.nan
 
-  def log_softmax(self, axis: int = -1) -> Tensor:
-    m = self - self.max(axis, keepdim=True).detach()
-    return m - m.exp().sum(axis, keepdim=True).log()
+  def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    return self.var(axis, keepdim, correction).sqrt()
+
+  def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    return self._reduce(F.Prod, axis, keepdim)
+
+  def any(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    return self.cast(dtypes.bool).max(axis, keepdim)
+
+  def all(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    return self.logical_not().any(axis, keepdim).logical_not()
+
+  def cumsum(self, axis: int = 0) -> Tensor:
+    """Running sum along `axis`: each output sums a window of the input padded by n-1 zeros in front."""
+    ax = self._resolve_axis(axis)
+    n = _concrete(self.shape[ax])
+    if n <= 1:
+      return self
+    x = self.transpose(ax, -1).pad2d((n - 1, 0))._pool((n,)).sum(-1)
+    return x.transpose(ax, -1)
+
+  def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    return (-self if dtypes.is_float(self.dtype) else -(self.cast(dtypes.int64))).argmax(axis, keepdim)
 
   def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
     if axis is None:
@@ -752,135 +1011,6 @@ class Tensor:
   def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     x = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
     return x.add(bias) if bias is not None else x
-
-  # ---------- windows: pooling and convolution ----------
-  def repeat(self, repeats: Sequence[int], *args: int) -> Tensor:
-    """Tile the tensor `repeats[i]` times along each axis (torch.Tensor.repeat)."""
-    reps = argfix(repeats, *args)
-    if len(reps) < self.ndim:
-      raise ValueError(f"repeat needs at least one count per axis: {reps} for shape {self.shape}")
-    base = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
-    interleaved = tuple(x for s in base.shape for x in (1, s))
-    tiled = tuple(x for r, s in zip(reps, base.shape) for x in (r, s))
-    return base.reshape(interleaved).expand(tiled).reshape(tuple(r * s for r, s in zip(reps, base.shape)))
-
-  def _resize_axis(self, axis: int, n: int) -> Tensor:
-    """Cut or zero-pad `axis` to length n."""
-    s = self.shape[axis]
-    assert isinstance(s, int)
-    if n <= s:
-      return self.shrink(tuple((0, n) if i == axis else None for i in range(self.ndim)))
-    return self.pad(tuple((0, n - s) if i == axis else None for i in range(self.ndim)))
-
-  def _pool(self, k_: tuple[int, ...], stride: int | tuple[int, ...] = 1, dilation: int | tuple[int, ...] = 1) -> Tensor:
-    """Sliding windows over the last len(k_) axes: (*rest, *in) -> (*rest, *out, *k_), with movement ops only.
-
-    Along one axis of length i, the tensor repeated end to end and read in rows of i+d puts element
-    j*d + t at (row j, column t): row j is the window offset by j*d. Taking every s-th column
-    gives the strided window starts."""
-    n = len(k_)
-    s_, d_ = make_pair(stride, n), make_pair(dilation, n)
-    pre = self.shape[:-n]
-    i_ = [i for i in self.shape[-n:] if isinstance(i, int)]
-    if len(i_) != n:
-      raise NotImplementedError("pooling over symbolic axes")
-    o_ = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(i_, k_, s_, d_)]
-    if any(o <= 0 for o in o_):
-      raise ValueError(f"kernel {k_} with dilation {d_} is larger than the input {i_}")
-    x = self.repeat([1] * len(pre) + [-(-k * (i + d) // i) for i, k, d in zip(i_, k_, d_)])
-    for j, (i, k, d) in enumerate(zip(i_, k_, d_)):
-      x = x._resize_axis(len(pre) + j, k * (i + d))
-    x = x.reshape(pre + tuple(v for i, k, d in zip(i_, k_, d_) for v in (k, i + d)))
-    for j, (o, s) in enumerate(zip(o_, s_)):
-      x = x._resize_axis(len(pre) + 2 * j + 1, o * s)
-    x = x.reshape(pre + tuple(v for k, o, s in zip(k_, o_, s_) for v in (k, o, s)))
-    x = x.shrink(tuple([None] * len(pre) + [r for _ in k_ for r in (None, None, (0, 1))]))
-    x = x.reshape(pre + tuple(v for k, o in zip(k_, o_) for v in (k, o)))
-    return x.permute(tuple(range(len(pre))) + tuple(len(pre) + 2 * j + 1 for j in range(n)) + tuple(len(pre) + 2 * j for j in range(n)))
-
-  def pad2d(self, padding: Sequence[int], value: float = 0.0) -> Tensor:
-    """Pad the last len(padding)//2 axes; padding is (left, right, top, bottom, ...) from the last axis back."""
-    if len(padding) % 2 or len(padding) // 2 > self.ndim:
-      raise ValueError(f"pad2d needs (before, after) pairs for at most {self.ndim} axes, got {padding}")
-    pairs = [(padding[2 * i], padding[2 * i + 1]) for i in range(len(padding) // 2)][::-1]
-    keep: list[tuple[sint, sint] | None] = [None] * (self.ndim - len(pairs))
-    if any(b < 0 or a < 0 for b, a in pairs):  # negative padding crops, as in torch
-      x = self.shrink(keep + [(-min(b, 0), s - (-min(a, 0))) for (b, a), s in zip(pairs, self.shape[-len(pairs):])])
-      return x.pad2d([max(p, 0) for p in padding], value)
-    return self.pad([None] * (self.ndim - len(pairs)) + list(pairs), value)
-
-  @staticmethod
-  def _conv_padding(padding: int | Sequence[int], n: int) -> list[int]:
-    """torch's padding (one int, or one per axis) as pad2d's (left, right, top, bottom, ...)."""
-    if isinstance(padding, int):
-      return [padding] * (2 * n)
-    if len(padding) == n:
-      return [p for p in reversed(padding) for _ in range(2)]
-    if len(padding) == 2 * n:
-      return list(padding)
-    raise ValueError(f"padding {padding} must be an int, {n} ints, or {2 * n} ints")
-
-  def avg_pool2d(self, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None, dilation: int = 1,
-                 padding: int | Sequence[int] = 0) -> Tensor:
-    k = make_pair(kernel_size)
-    x = self.pad2d(Tensor._conv_padding(padding, len(k)))
-    return x._pool(k, stride if stride is not None else k, dilation).mean(tuple(range(-len(k), 0)))
-
-  def max_pool2d(self, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None, dilation: int = 1,
-                 padding: int | Sequence[int] = 0) -> Tensor:
-    k = make_pair(kernel_size)
-    x = self.pad2d(Tensor._conv_padding(padding, len(k)), value=-math.inf)
-    return x._pool(k, stride if stride is not None else k, dilation).max(tuple(range(-len(k), 0)))
-
-  def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, ...] = 1,
-             dilation: int | tuple[int, ...] = 1, padding: int | Sequence[int] = 0) -> Tensor:
-    """N-d convolution (torch's conv2d, which is a cross-correlation), as windows times weights, summed."""
-    (bs, cin_), (cout, cin), hw = self.shape[:2], weight.shape[:2], weight.shape[2:]
-    if groups * cin != cin_ or len(self.shape) != len(weight.shape):
-      raise ValueError(f"conv2d: input {self.shape} doesn't match weight {weight.shape} with groups={groups}")
-    hw_ = tuple(_concrete(s) for s in hw)
-    if _concrete(cout) % groups:
-      raise ValueError(f"conv2d: {cout} output channels can't be split into {groups} groups")
-    x = self.pad2d(Tensor._conv_padding(padding, len(hw_)))._pool(hw_, stride, dilation)  # (bs, cin_, *out, *hw)
-    rcout, oyx = _concrete(cout) // groups, x.shape[2:-len(hw_)]
-    x = x.reshape((bs, groups, cin, 1, *oyx, *hw_)).expand((bs, groups, cin, rcout, *oyx, *hw_))
-    x = x.permute((0, 1, 3, *[4 + i for i in range(len(oyx))], 2, *[4 + len(oyx) + i for i in range(len(hw_))]))  # (bs, g, rcout, *out, cin, *hw)
-    w = weight.reshape((1, groups, rcout, *[1] * len(oyx), cin, *hw_))
-    ret = (x * w).sum(tuple(-1 - i for i in range(1 + len(hw_))), keepdim=True).reshape((bs, cout, *oyx))
-    return ret if bias is None else ret.add(bias.reshape((1, -1, *[1] * len(hw_))))
-
-  def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
-    """softmax(q @ k^T / sqrt(d) + mask) @ v, as torch.nn.functional.scaled_dot_product_attention."""
-    scores = self @ key.transpose(-2, -1) * (1 / math.sqrt(_concrete(self.shape[-1])))
-    if is_causal:
-      n, m = _concrete(self.shape[-2]), _concrete(key.shape[-2])
-      keep = Tensor.ones(n, m, dtype=dtypes.bool, device=self.device).tril(m - n)
-      scores = keep.where(scores, -math.inf)
-    if attn_mask is not None:
-      scores = attn_mask.where(scores, -math.inf) if attn_mask.dtype == dtypes.bool else scores + attn_mask
-    return scores.softmax(-1) @ value
-
-  def tril(self, diagonal: int = 0) -> Tensor:
-    """Keep the elements on and below the `diagonal`-th diagonal of the last two axes; zero the rest."""
-    return self._tri(diagonal, lower=True)
-
-  def triu(self, diagonal: int = 0) -> Tensor:
-    return self._tri(diagonal, lower=False)
-
-  def _tri(self, diagonal: int, lower: bool) -> Tensor:
-    n, m = _concrete(self.shape[-2]), _concrete(self.shape[-1])
-    rows = Tensor.arange(n, device=self.device).reshape(n, 1)
-    cols = Tensor.arange(m, device=self.device).reshape(1, m)
-    keep = (cols <= rows + diagonal) if lower else (cols >= rows + diagonal)
-    return keep.where(self, 0 if not dtypes.is_float(self.dtype) else 0.0)
-
-  # ---------- losses used by the examples ----------
-  def one_hot(self, num_classes: int) -> Tensor:
-    return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.default_float)
-
-  def sparse_categorical_crossentropy(self, Y: Tensor) -> Tensor:
-    """Mean cross-entropy of logits `self` (N, C) against integer class labels Y (N,)."""
-    return -(self.log_softmax(-1) * Y.one_hot(_concrete(self.shape[-1]))).sum(-1).mean()
 
   # last in the class: these names shadow the builtins in annotations that follow them
   def float(self) -> Tensor: return self.cast(dtypes.float32)

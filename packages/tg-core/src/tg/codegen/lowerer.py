@@ -144,9 +144,10 @@ class Lowerer:
       else:
         ld = UOp(UOps.LOAD, ldt, (buf, idx, valid, UOp.const(ldt, 0)))
       return _bf16_to_float(ld) if ldt != op.arg.dtype else ld
-    if op.op in ReduceOps:
+    if isinstance(op.op, ReduceOps):
       src = self._lower(op.src[0], "full")
-      return UOp(UOps.REDUCE, src.dtype, (src, *self.reduce_ranges), BinaryOps.ADD if op.op is ReduceOps.SUM else BinaryOps.MAX)
+      alu = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.PROD: BinaryOps.MUL, ReduceOps.MAX: BinaryOps.MAX}[op.op]
+      return UOp(UOps.REDUCE, src.dtype, (src, *self.reduce_ranges), alu)
     srcs = [self._lower(s, where) for s in op.src]
     if op.op is UnaryOps.CAST:
       out = srcs[0].cast(self.vdt(op.arg))

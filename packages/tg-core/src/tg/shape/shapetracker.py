@@ -165,7 +165,7 @@ def _merge_views(vm2: View, vm1: View) -> View | None:
   idxs: list[Node] = [Variable(f"_m{i}", 0, s - 1) for i, s in enumerate(vm1.shape) if isinstance(s, int)]
   idx, valid = ShapeTracker((vm2, vm1)).expr_idxs(idxs)
   if valid.max == 0:
-    return View.create(vm1.shape, mask=((0, 0),) * len(vm1.shape))
+    return View.create(vm1.shape, mask=((0, 0),) * len(vm1.shape)) if vm1.shape else None
   strides, offset = [0] * len(idxs), 0
   for t in idx.nodes if isinstance(idx, SumNode) else [idx]:
     if isinstance(t, NumNode):

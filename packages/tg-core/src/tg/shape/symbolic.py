@@ -440,6 +440,8 @@ def smax(a: sint, b: sint) -> sint:
   """max(a, b) where the bounds decide it (they must)."""
   if isinstance(a, int) and isinstance(b, int):
     return max(a, b)
+  if a == b:
+    return a
   lo_a, hi_a = (a, a) if isinstance(a, int) else (a.min, a.max)
   lo_b, hi_b = (b, b) if isinstance(b, int) else (b.min, b.max)
   if lo_a >= hi_b:

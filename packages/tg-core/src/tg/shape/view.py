@@ -110,6 +110,8 @@ class View:
       return View.create(new_shape)
     if self.contiguous:
       return View.create(new_shape)
+    if self.mask is not None and any(_always(b >= e) for b, e in self.mask):  # nothing valid: stays so
+      return View.create(new_shape, mask=((0, 0),) * len(new_shape)) if new_shape else None  # a 0-d View has no mask to say it
     # only size-1 axes added or removed: carry strides and mask over unchanged
     if tuple(s for s in self.shape if s != 1) == tuple(s for s in new_shape if s != 1):
       keep = [i for i, s in enumerate(self.shape) if s != 1]

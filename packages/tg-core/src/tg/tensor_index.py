@@ -1,0 +1,168 @@
+"""Indexing: `t[...]` with ints, slices, None, Ellipsis and tensors; `t[...] = v`; gather; masked_fill.
+
+Basic indices are movement ops (shrink, flip, reshape), so they cost nothing. Tensor (advanced) indices
+select with one-hot masks that are summed over: `x[idx]` is sum_j where(idx == j, x[j], 0). That is
+O(size of the indexed axis) work per output element, the price of expressing a gather with movement
+and elementwise ops only.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tg.dtype import dtypes
+from tg.shape.symbolic import sint
+
+if TYPE_CHECKING:
+  from tg.tensor import Tensor
+
+
+def _as_index_tensor(idx: Any, device: str) -> Tensor | None:
+  """A list, numpy array or Tensor of integers as an int32 Tensor; None for anything else."""
+  from tg.tensor import Tensor
+  if isinstance(idx, Tensor):
+    if dtypes.is_float(idx.dtype):
+      raise IndexError(f"tensors used as indices must be integer or bool, not {idx.dtype}")
+    return idx.cast(dtypes.int32) if idx.dtype != dtypes.bool else None
+  if isinstance(idx, list) or type(idx).__module__ == "numpy":
+    import numpy as np
+    arr = np.asarray(idx)
+    if arr.dtype == bool or (arr.ndim == 0 and not np.issubdtype(arr.dtype, np.integer)):
+      return None
+    if not np.issubdtype(arr.dtype, np.integer):
+      raise IndexError(f"indices must be integers, got {arr.dtype}")
+    return Tensor(arr.astype(np.int32), device=device)
+  return None
+
+
+class IndexingMixin:
+  def _take_every(self: Tensor, axis: int, step: int) -> Tensor:  # type: ignore[misc]
+    """Every step-th element along `axis`, as pad + reshape + shrink."""
+    n = self.shape[axis]
+    if not isinstance(n, int):
+      raise NotImplementedError(f"strided slicing of the symbolic axis {axis} ({n})")
+    out = -(-n // step)
+    x = self.pad(tuple((0, out * step - n) if i == axis else None for i in range(self.ndim)))
+    x = x.reshape(self.shape[:axis] + (out, step) + self.shape[axis + 1:])
+    x = x.shrink(tuple((0, 1) if i == axis + 1 else None for i in range(x.ndim)))
+    return x.reshape(self.shape[:axis] + (out,) + self.shape[axis + 1:])
+
+  def __getitem__(self: Tensor, indices: Any) -> Tensor:  # type: ignore[misc]
+    if not isinstance(indices, tuple):
+      indices = (indices,)
+    indices = tuple(_as_index_tensor(i, self.device) if _as_index_tensor(i, self.device) is not None else i for i in indices)
+    if any(type(i).__name__ == "Tensor" and i.dtype == dtypes.bool for i in indices):
+      raise IndexError("indexing with a boolean mask needs its data to know the output size: use masked_fill or where")
+    if sum(1 for i in indices if i is Ellipsis) > 1:
+      raise IndexError("an index can only have a single ellipsis (...)")
+    n_real = sum(1 for i in indices if i is not None and i is not Ellipsis)
+    if n_real > self.ndim:
+      raise IndexError(f"too many indices for a tensor of {self.ndim} dimensions: {n_real}")
+    if Ellipsis in indices:
+      e = indices.index(Ellipsis)
+      indices = indices[:e] + (slice(None),) * (self.ndim - n_real) + indices[e + 1:]
+    else:
+      indices = indices + (slice(None),) * (self.ndim - n_real)
+    x, dim = self, 0
+    new_shape: list[sint] = []
+    tensor_axes: list[tuple[int, Tensor]] = []  # (axis in the result of the basic indexing, index tensor)
+    for idx in indices:
+      if idx is None:
+        new_shape.append(1)
+        continue
+      size = x.shape[dim]
+      if type(idx).__name__ == "Tensor":
+        tensor_axes.append((len(new_shape), idx))
+        new_shape.append(size)
+        dim += 1
+        continue
+      if not isinstance(size, int):  # a symbolic axis can only be taken whole
+        if idx != slice(None):
+          raise NotImplementedError(f"indexing the symbolic axis {dim} ({size}) with {idx}: use shrink")
+        new_shape.append(size)
+        dim += 1
+        continue
+      if isinstance(idx, bool) or not isinstance(idx, (int, slice)):
+        raise TypeError(f"bad index {idx!r}: use ints, slices, None, ..., or integer tensors")
+      if isinstance(idx, int):
+        if not -size <= idx < size:
+          raise IndexError(f"index {idx} is out of bounds for axis {dim} with size {size}")
+        i = idx + size if idx < 0 else idx
+        x = x.shrink(tuple((i, i + 1) if d == dim else None for d in range(x.ndim)))
+      else:
+        start, stop, step = idx.indices(size)
+        if step > 0:
+          lo, hi = start, max(start, stop)
+        else:
+          lo, hi = max(stop + 1, 0), max(start + 1, stop + 1)
+        x = x.shrink(tuple((lo, hi) if d == dim else None for d in range(x.ndim)))
+        if step < 0:
+          x = x.flip(dim)
+        if abs(step) > 1:
+          x = x._take_every(dim, abs(step))
+        new_shape.append(x.shape[dim])
+      dim += 1
+    x = x.reshape(tuple(new_shape))
+    return x._index_with_tensors(tensor_axes) if tensor_axes else x
+
+  def _index_with_tensors(self: Tensor, tensor_axes: list[tuple[int, Tensor]]) -> Tensor:  # type: ignore[misc]
+    """x[..., I1, ..., Im, ...] for integer tensors at `tensor_axes`, with numpy's placement of the
+    broadcast index shape: where the first index was if the indexed axes are adjacent, else in front."""
+    from tg.tensor import Tensor, _broadcast_shape, _concrete
+    axes = [a for a, _ in tensor_axes]
+    bshape = _broadcast_shape(*[t.shape for _, t in tensor_axes])
+    rest = [a for a in range(self.ndim) if a not in axes]
+    # x with its indexed axes last, and a leading block for the index shape: (1.., *rest, *indexed)
+    xp = self.permute(rest + axes).reshape((1,) * len(bshape) + tuple(self.shape[a] for a in rest + axes))
+    mask: Tensor | None = None
+    for k, (a, t) in enumerate(tensor_axes):
+      n = _concrete(self.shape[a])
+      t = (t < 0).where(t + n, t)  # negative indices count from the end
+      hot_shape = tuple(bshape) + (1,) * len(rest) + tuple(n if j == k else 1 for j in range(len(axes)))
+      hot = t._broadcast_to(bshape).reshape(tuple(bshape) + (1,) * (len(rest) + len(axes))) == Tensor.arange(n, device=self.device).reshape(hot_shape)
+      mask = hot if mask is None else (mask & hot)
+    assert mask is not None
+    zero = 0.0 if dtypes.is_float(self.dtype) else 0
+    out = mask.where(xp, zero).sum(tuple(range(-len(axes), 0)))
+    out = out.cast(self.dtype) if out.dtype != self.dtype else out
+    adjacent = axes == list(range(axes[0], axes[0] + len(axes)))
+    if adjacent and axes[0] > 0:  # the index shape goes where the indexed axes were
+      nb, before = len(bshape), sum(1 for a in rest if a < axes[0])
+      order = list(range(nb, nb + before)) + list(range(nb)) + list(range(nb + before, nb + len(rest)))
+      out = out.permute(order)
+    return out
+
+  def __setitem__(self: Tensor, indices: Any, value: Any) -> None:  # type: ignore[misc]
+    """Write `value` into the selected elements, as a new value of this tensor (it keeps its identity).
+
+    The selection is found by indexing a tensor of element positions the same way, then scattered
+    with one-hot masks; where a position is selected twice the written values add up."""
+    from tg.tensor import Tensor, _concrete
+    if self.requires_grad and self._ctx is None:
+      raise RuntimeError("can't assign into a leaf tensor that requires grad: use .detach() or do it under Tensor.no_grad")
+    n = _concrete(self.numel())
+    positions = Tensor.arange(n, device=self.device).reshape(self.shape)[indices]
+    v = value if isinstance(value, Tensor) else Tensor(value, device=self.device, dtype=self.dtype)
+    v = v.cast(self.dtype)._broadcast_to(positions.shape).flatten()
+    hot = positions.flatten().reshape(-1, 1) == Tensor.arange(n, device=self.device).reshape(1, n)
+    selected = hot.any(0)
+    zero = 0.0 if dtypes.is_float(self.dtype) else 0
+    written = hot.where(v.reshape(-1, 1), zero).sum(0).cast(self.dtype)
+    self.assign(selected.where(written, self.flatten()).reshape(self.shape).cast(self.dtype).contiguous())
+
+  def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:  # type: ignore[misc]
+    """out[i][j] = self[index[i][j]][j] for dim=0 (torch.gather): index has self's number of axes."""
+    from tg.tensor import Tensor, _concrete
+    d = self._resolve_axis(dim)
+    if index.ndim != self.ndim:
+      raise ValueError(f"gather: index has {index.ndim} axes, the tensor {self.ndim}")
+    if any(_concrete(i) > _concrete(s) for k, (i, s) in enumerate(zip(index.shape, self.shape)) if k != d):
+      raise ValueError(f"gather: index shape {index.shape} is larger than {self.shape} outside axis {d}")
+    n = _concrete(self.shape[d])
+    x = self.shrink(tuple(None if k == d else (0, i) for k, i in enumerate(index.shape)))
+    x = x.unsqueeze(-1).transpose(d, -1)  # the gathered axis last, a size-1 axis in its place
+    hot = index.unsqueeze(-1) == Tensor.arange(n, device=self.device)
+    out = hot.where(x, 0.0 if dtypes.is_float(self.dtype) else 0).sum(-1)
+    return out.cast(self.dtype) if out.dtype != self.dtype else out
+
+  def masked_fill(self: Tensor, mask: Tensor, value: Any) -> Tensor:  # type: ignore[misc]
+    return mask.where(value, self)

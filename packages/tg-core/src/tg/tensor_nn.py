@@ -1,0 +1,220 @@
+"""Neural-network functions on Tensor: activations, softmax, normalization, pooling and convolution,
+attention, dropout and losses. Each is a composition of Tensor ops, so its gradient comes for free."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tg.dtype import dtypes
+from tg.helpers import make_pair
+
+if TYPE_CHECKING:
+  from tg.tensor import Tensor
+
+
+class NNMixin:
+  # ---------- activations ----------
+  def relu6(self: Tensor) -> Tensor: return self.relu() - (self - 6).relu()  # type: ignore[misc]
+  def leakyrelu(self: Tensor, neg_slope: float = 0.01) -> Tensor: return self.relu() - (-neg_slope * self).relu()  # type: ignore[misc]
+  def elu(self: Tensor, alpha: float = 1.0) -> Tensor: return self.relu() - alpha * (1 - self.exp()).relu()  # type: ignore[misc]
+  def quick_gelu(self: Tensor) -> Tensor: return self * (self * 1.702).sigmoid()  # type: ignore[misc]
+  def silu(self: Tensor) -> Tensor: return self * self.sigmoid()  # type: ignore[misc]
+  def swish(self: Tensor) -> Tensor: return self.silu()  # type: ignore[misc]
+  def mish(self: Tensor) -> Tensor: return self * self.softplus().tanh()  # type: ignore[misc]
+  def hardswish(self: Tensor) -> Tensor: return self * (self + 3).relu6() * (1 / 6)  # type: ignore[misc]
+  def hardtanh(self: Tensor, min_val: float = -1, max_val: float = 1) -> Tensor: return self.clip(min_val, max_val)  # type: ignore[misc]
+  def softsign(self: Tensor) -> Tensor: return self / (1 + self.abs())  # type: ignore[misc]
+
+  def celu(self: Tensor, alpha: float = 1.0) -> Tensor:  # type: ignore[misc]
+    return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
+
+  def gelu(self: Tensor) -> Tensor:  # type: ignore[misc]
+    """The tanh approximation (torch's gelu(approximate="tanh")), as tinygrad."""
+    return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
+
+  def hardsigmoid(self: Tensor, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:  # type: ignore[misc]
+    return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
+
+  def softplus(self: Tensor, beta: float = 1.0) -> Tensor:  # type: ignore[misc]
+    """log(1 + exp(beta*x)) / beta, written so large inputs don't overflow."""
+    bx = self * beta
+    return (bx.relu() + (1 + (-bx.abs()).exp()).log()) * (1 / beta)
+
+  # ---------- softmax family ----------
+  def softmax(self: Tensor, axis: int = -1) -> Tensor:  # type: ignore[misc]
+    m = self - self.max(axis, keepdim=True).detach()
+    e = m.exp()
+    return e / e.sum(axis, keepdim=True)
+
+  def log_softmax(self: Tensor, axis: int = -1) -> Tensor:  # type: ignore[misc]
+    m = self - self.max(axis, keepdim=True).detach()
+    return m - m.exp().sum(axis, keepdim=True).log()
+
+  def logsumexp(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:  # type: ignore[misc]
+    m = self.max(axis, keepdim=True).detach()
+    m = (m.abs() == math.inf).where(0.0, m)  # all -inf (or inf) rows: don't subtract inf from inf
+    out = (self - m).exp().sum(axis, keepdim=True).log() + m
+    return out if keepdim else out.squeeze_axes(self._reduce_axes(axis))
+
+  # ---------- normalization ----------
+  def layernorm(self: Tensor, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:  # type: ignore[misc]
+    y = self - self.mean(axis, keepdim=True)
+    return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
+
+  def batchnorm(self: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor,  # type: ignore[misc]
+                axis: int | Sequence[int] = 1) -> Tensor:
+    """(x - mean) * invstd * weight + bias, the statistics living along `axis`."""
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = tuple(self._resolve_axis(a) for a in axes)
+    shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
+    x = self - mean.reshape(shape)
+    if weight is not None:
+      x = x * weight.reshape(shape)
+    ret = x * (invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
+    return (ret + bias.reshape(shape)) if bias is not None else ret
+
+  def dropout(self: Tensor, p: float = 0.5) -> Tensor:  # type: ignore[misc]
+    """Zero each element with probability p while training, scaling the rest by 1/(1-p)."""
+    from tg.tensor import Tensor
+    if not 0 <= p <= 1:
+      raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    if not Tensor.training or p == 0:
+      return self
+    if p == 1:
+      return self * 0
+    keep = Tensor.rand(*self.shape, device=self.device) >= p
+    return keep.where(self, 0.0) * (1 / (1 - p))
+
+  # ---------- windows: pooling and convolution ----------
+  def _pool(self: Tensor, k_: tuple[int, ...], stride: int | tuple[int, ...] = 1,  # type: ignore[misc]
+            dilation: int | tuple[int, ...] = 1) -> Tensor:
+    """Sliding windows over the last len(k_) axes: (*rest, *in) -> (*rest, *out, *k_), with movement ops only.
+
+    Along one axis of length i, the tensor repeated end to end and read in rows of i+d puts element
+    j*d + t at (row j, column t): row j is the window offset by j*d. Taking every s-th column
+    gives the strided window starts."""
+    n = len(k_)
+    s_, d_ = make_pair(stride, n), make_pair(dilation, n)
+    pre = self.shape[:-n]
+    i_ = [i for i in self.shape[-n:] if isinstance(i, int)]
+    if len(i_) != n:
+      raise NotImplementedError("pooling over symbolic axes")
+    o_ = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(i_, k_, s_, d_)]
+    if any(o <= 0 for o in o_):
+      raise ValueError(f"kernel {k_} with dilation {d_} is larger than the input {tuple(i_)}")
+    x = self.repeat([1] * len(pre) + [-(-k * (i + d) // i) for i, k, d in zip(i_, k_, d_)])
+    for j, (i, k, d) in enumerate(zip(i_, k_, d_)):
+      x = x._resize_axis(len(pre) + j, k * (i + d))
+    x = x.reshape(pre + tuple(v for i, k, d in zip(i_, k_, d_) for v in (k, i + d)))
+    for j, (o, s) in enumerate(zip(o_, s_)):
+      x = x._resize_axis(len(pre) + 2 * j + 1, o * s)
+    x = x.reshape(pre + tuple(v for k, o, s in zip(k_, o_, s_) for v in (k, o, s)))
+    x = x.shrink(tuple([None] * len(pre) + [r for _ in k_ for r in (None, None, (0, 1))]))
+    x = x.reshape(pre + tuple(v for k, o in zip(k_, o_) for v in (k, o)))
+    return x.permute(tuple(range(len(pre))) + tuple(len(pre) + 2 * j + 1 for j in range(n)) + tuple(len(pre) + 2 * j for j in range(n)))
+
+  @staticmethod
+  def _conv_padding(padding: int | Sequence[int], n: int) -> list[int]:
+    """torch's padding (one int, or one per axis) as pad2d's (left, right, top, bottom, ...)."""
+    if isinstance(padding, int):
+      return [padding] * (2 * n)
+    if len(padding) == n:
+      return [p for p in reversed(padding) for _ in range(2)]
+    if len(padding) == 2 * n:
+      return list(padding)
+    raise ValueError(f"padding {padding} must be an int, {n} ints, or {2 * n} ints")
+
+  def avg_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,  # type: ignore[misc]
+                 dilation: int = 1, padding: int | Sequence[int] = 0) -> Tensor:
+    k = make_pair(kernel_size)
+    x = self.pad2d(NNMixin._conv_padding(padding, len(k)))
+    return x._pool(k, stride if stride is not None else k, dilation).mean(tuple(range(-len(k), 0)))
+
+  def max_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,  # type: ignore[misc]
+                 dilation: int = 1, padding: int | Sequence[int] = 0) -> Tensor:
+    k = make_pair(kernel_size)
+    x = self.pad2d(NNMixin._conv_padding(padding, len(k)), value=-math.inf)
+    return x._pool(k, stride if stride is not None else k, dilation).max(tuple(range(-len(k), 0)))
+
+  def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, ...] = 1,  # type: ignore[misc]
+             dilation: int | tuple[int, ...] = 1, padding: int | Sequence[int] = 0) -> Tensor:
+    """N-d convolution (torch's conv2d, which is a cross-correlation), as windows times weights, summed."""
+    from tg.tensor import _concrete
+    (bs, cin_), (cout, cin), hw = self.shape[:2], weight.shape[:2], weight.shape[2:]
+    if groups * cin != cin_ or len(self.shape) != len(weight.shape):
+      raise ValueError(f"conv2d: input {self.shape} doesn't match weight {weight.shape} with groups={groups}")
+    hw_ = tuple(_concrete(s) for s in hw)
+    if _concrete(cout) % groups:
+      raise ValueError(f"conv2d: {cout} output channels can't be split into {groups} groups")
+    x = self.pad2d(NNMixin._conv_padding(padding, len(hw_)))._pool(hw_, stride, dilation)  # (bs, cin_, *out, *hw)
+    rcout, oyx = _concrete(cout) // groups, x.shape[2:-len(hw_)]
+    x = x.reshape((bs, groups, cin, 1, *oyx, *hw_)).expand((bs, groups, cin, rcout, *oyx, *hw_))
+    x = x.permute((0, 1, 3, *[4 + i for i in range(len(oyx))], 2, *[4 + len(oyx) + i for i in range(len(hw_))]))  # (bs, g, rcout, *out, cin, *hw)
+    w = weight.reshape((1, groups, rcout, *[1] * len(oyx), cin, *hw_))
+    ret = (x * w).sum(tuple(-1 - i for i in range(1 + len(hw_))), keepdim=True).reshape((bs, cout, *oyx))
+    return ret if bias is None else ret.add(bias.reshape((1, -1, *[1] * len(hw_))))
+
+  def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1,  # type: ignore[misc]
+                       stride: int | tuple[int, ...] = 1, dilation: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0,
+                       output_padding: int | tuple[int, ...] = 0) -> Tensor:
+    """The gradient of conv2d w.r.t. its input (torch's conv_transpose2d): spread the input apart by
+    the stride, then convolve with the spatially flipped, in/out-swapped weight."""
+    from tg.tensor import _concrete
+    hw = tuple(_concrete(s) for s in weight.shape[2:])
+    n = len(hw)
+    s_, d_, p_, op_ = make_pair(stride, n), make_pair(dilation, n), make_pair(padding, n), make_pair(output_padding, n)
+    cin, rcout = _concrete(weight.shape[0]), _concrete(weight.shape[1])
+    if cin % groups or _concrete(self.shape[1]) != cin:
+      raise ValueError(f"conv_transpose2d: input {self.shape} doesn't match weight {weight.shape} with groups={groups}")
+    w = weight.reshape((groups, cin // groups, rcout, *hw)).transpose(1, 2).reshape((groups * rcout, cin // groups, *hw))
+    w = w.flip(tuple(range(2, 2 + n)))
+    x = self
+    for j, s in enumerate(s_):  # insert s-1 zeros between neighbours along each spatial axis
+      if s > 1:
+        ax = 2 + j
+        size = _concrete(x.shape[ax])
+        x = x.unsqueeze(ax + 1).pad(tuple((0, s - 1) if i == ax + 1 else None for i in range(x.ndim + 1)))
+        x = x.reshape(x.shape[:ax] + (size * s,) + x.shape[ax + 2:])._resize_axis(ax, (size - 1) * s + 1)
+    pads = [v for k, d, p, op in reversed(list(zip(hw, d_, p_, op_))) for v in (d * (k - 1) - p, d * (k - 1) - p + op)]
+    return x.conv2d(w, bias, groups=groups, dilation=d_, padding=pads)
+
+  # ---------- attention ----------
+  def scaled_dot_product_attention(self: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,  # type: ignore[misc]
+                                   dropout_p: float = 0.0, is_causal: bool = False) -> Tensor:
+    """softmax(q @ k^T / sqrt(d) + mask) @ v, as torch.nn.functional.scaled_dot_product_attention."""
+    from tg.tensor import Tensor, _concrete
+    scores = self @ key.transpose(-2, -1) * (1 / math.sqrt(_concrete(self.shape[-1])))
+    if is_causal:
+      n, m = _concrete(self.shape[-2]), _concrete(key.shape[-2])
+      keep = Tensor.ones(n, m, dtype=dtypes.bool, device=self.device).tril(m - n)
+      scores = keep.where(scores, -math.inf)
+    if attn_mask is not None:
+      scores = attn_mask.where(scores, -math.inf) if attn_mask.dtype == dtypes.bool else scores + attn_mask
+    return scores.softmax(-1).dropout(dropout_p) @ value
+
+  # ---------- losses ----------
+  def one_hot(self: Tensor, num_classes: int) -> Tensor:  # type: ignore[misc]
+    from tg.tensor import Tensor
+    return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.default_float)
+
+  def sparse_categorical_crossentropy(self: Tensor, Y: Tensor, ignore_index: int = -1,  # type: ignore[misc]
+                                      label_smoothing: float = 0.0) -> Tensor:
+    """Mean cross-entropy of logits (..., C) against integer labels (...), as torch's cross_entropy:
+    labels equal to `ignore_index` count for nothing; label smoothing mixes in the uniform target."""
+    from tg.tensor import _concrete
+    n_classes = _concrete(self.shape[-1])
+    log_probs = self.log_softmax(-1)
+    keep = (Y != ignore_index)
+    target = Y.one_hot(n_classes) * keep.unsqueeze(-1)
+    nll = -(log_probs * target).sum()
+    smooth = -(log_probs.mean(-1) * keep).sum()
+    return ((1 - label_smoothing) * nll + label_smoothing * smooth) / keep.sum().maximum(1)
+
+  def binary_crossentropy(self: Tensor, y: Tensor) -> Tensor:  # type: ignore[misc]
+    """Mean of -(y log p + (1-y) log(1-p)) for probabilities p = self (logs clamped at -100, as torch)."""
+    return -(y * self.log().maximum(-100) + (1 - y) * (1 - self).log().maximum(-100)).mean()
+
+  def binary_crossentropy_logits(self: Tensor, y: Tensor) -> Tensor:  # type: ignore[misc]
+    """binary_crossentropy of sigmoid(self), computed without overflow."""
+    return (self.relu() - self * y + (1 + (-self.abs()).exp()).log()).mean()
