@@ -57,8 +57,8 @@ class IndexingMixin:
     n_real = sum(1 for i in indices if i is not None and i is not Ellipsis)
     if n_real > self.ndim:
       raise IndexError(f"too many indices for a tensor of {self.ndim} dimensions: {n_real}")
-    if Ellipsis in indices:
-      e = indices.index(Ellipsis)
+    if any(i is Ellipsis for i in indices):  # identity, not ==: tensors compare elementwise
+      e = next(k for k, i in enumerate(indices) if i is Ellipsis)
       indices = indices[:e] + (slice(None),) * (self.ndim - n_real) + indices[e + 1:]
     else:
       indices = indices + (slice(None),) * (self.ndim - n_real)
@@ -117,7 +117,7 @@ class IndexingMixin:
     for k, (a, t) in enumerate(tensor_axes):
       n = _concrete(self.shape[a])
       t = (t < 0).where(t + n, t)  # negative indices count from the end
-      hot_shape = tuple(bshape) + (1,) * len(rest) + tuple(n if j == k else 1 for j in range(len(axes)))
+      hot_shape = (1,) * (len(bshape) + len(rest)) + tuple(n if j == k else 1 for j in range(len(axes)))
       hot = t._broadcast_to(bshape).reshape(tuple(bshape) + (1,) * (len(rest) + len(axes))) == Tensor.arange(n, device=self.device).reshape(hot_shape)
       mask = hot if mask is None else (mask & hot)
     assert mask is not None

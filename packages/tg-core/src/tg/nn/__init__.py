@@ -1,18 +1,169 @@
-"""Layers. This version has Linear; the rest of tinygrad's layers (Conv, norms, Embedding) come with the full nn."""
+"""Layers, with tinygrad's (and torch's) default initialisations. A layer is a plain object holding
+Tensors; `tg.nn.state.get_parameters(model)` finds them."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
+from tg.dtype import dtypes
+from tg.helpers import make_pair, prod
 from tg.tensor import Tensor
 
 
 class Linear:
-  """y = x @ W.T + b, initialised as tinygrad and torch do (kaiming-uniform weight, uniform bias)."""
+  """y = x @ W.T + b."""
 
   def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
-    bound = 1 / math.sqrt(in_features)  # kaiming_uniform with a=sqrt(5) reduces to this bound
-    self.weight = Tensor.uniform(out_features, in_features, low=-bound, high=bound)
+    self.weight = Tensor.kaiming_uniform(out_features, in_features, a=math.sqrt(5))
+    bound = 1 / math.sqrt(in_features)
     self.bias = Tensor.uniform(out_features, low=-bound, high=bound) if bias else None
 
   def __call__(self, x: Tensor) -> Tensor:
     return x.linear(self.weight.transpose(), self.bias)
+
+
+class Conv2d:
+  """N-d convolution (the kernel size's length says how many spatial axes)."""
+
+  def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] = 1,
+               padding: int | Sequence[int] = 0, dilation: int | tuple[int, ...] = 1, groups: int = 1, bias: bool = True) -> None:
+    if in_channels % groups or out_channels % groups:
+      raise ValueError(f"in_channels {in_channels} and out_channels {out_channels} must both be divisible by groups {groups}")
+    self.kernel_size = make_pair(kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+    self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+    self.weight = Tensor.kaiming_uniform(out_channels, in_channels // groups, *self.kernel_size, a=math.sqrt(5))
+    bound = 1 / math.sqrt(prod(self.weight.shape[1:]))
+    self.bias = Tensor.uniform(out_channels, low=-bound, high=bound) if bias else None
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation, padding=self.padding)
+
+
+def Conv1d(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, padding: int = 0, dilation: int = 1,
+           groups: int = 1, bias: bool = True) -> Conv2d:
+  return Conv2d(in_channels, out_channels, (kernel_size,), stride, padding, dilation, groups, bias)
+
+
+class ConvTranspose2d:
+  def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] = 1,
+               padding: int | tuple[int, ...] = 0, output_padding: int | tuple[int, ...] = 0, dilation: int | tuple[int, ...] = 1,
+               groups: int = 1, bias: bool = True) -> None:
+    if in_channels % groups or out_channels % groups:
+      raise ValueError(f"in_channels {in_channels} and out_channels {out_channels} must both be divisible by groups {groups}")
+    self.kernel_size = make_pair(kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+    self.stride, self.padding, self.output_padding, self.dilation, self.groups = stride, padding, output_padding, dilation, groups
+    self.weight = Tensor.kaiming_uniform(in_channels, out_channels // groups, *self.kernel_size, a=math.sqrt(5))
+    bound = 1 / math.sqrt(prod(self.weight.shape[1:]))
+    self.bias = Tensor.uniform(out_channels, low=-bound, high=bound) if bias else None
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.conv_transpose2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation,
+                              padding=self.padding, output_padding=self.output_padding)
+
+
+def ConvTranspose1d(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, padding: int = 0, output_padding: int = 0,
+                    dilation: int = 1, groups: int = 1, bias: bool = True) -> ConvTranspose2d:
+  return ConvTranspose2d(in_channels, out_channels, (kernel_size,), stride, padding, output_padding, dilation, groups, bias)
+
+
+class BatchNorm:
+  """Batch normalization over axis 1 (any number of axes after it: BatchNorm1d/2d/3d are this class).
+  Training normalizes with the batch's statistics and updates the running ones; eval uses the running ones."""
+
+  def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True, momentum: float = 0.1) -> None:
+    self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
+    self.weight: Tensor | None = Tensor.ones(sz) if affine else None
+    self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
+    self.num_batches_tracked = Tensor.zeros(1, dtype=dtypes.int32, requires_grad=False)
+    if track_running_stats:
+      self.running_mean = Tensor.zeros(sz, requires_grad=False)
+      self.running_var = Tensor.ones(sz, requires_grad=False)
+
+  def __call__(self, x: Tensor) -> Tensor:
+    axes = tuple(a for a in range(x.ndim) if a != 1)
+    if Tensor.training or not self.track_running_stats:
+      mean = x.mean(axes)
+      centered = x - mean.reshape((1, -1) + (1,) * (x.ndim - 2))
+      var = (centered * centered).mean(axes)
+      if Tensor.training and self.track_running_stats:
+        n = prod(x.shape[a] for a in axes)
+        unbiased = var.detach() * (n / max(n - 1, 1))
+        self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean.detach())
+        self.running_var.assign((1 - self.momentum) * self.running_var + self.momentum * unbiased)
+        self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+    else:
+      mean, var = self.running_mean, self.running_var
+    return x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt())
+
+
+BatchNorm1d = BatchNorm2d = BatchNorm3d = BatchNorm
+
+
+class LayerNorm:
+  def __init__(self, normalized_shape: int | tuple[int, ...], eps: float = 1e-5, elementwise_affine: bool = True) -> None:
+    self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    self.axis, self.eps = tuple(-1 - i for i in range(len(self.normalized_shape))), eps
+    self.weight = Tensor.ones(*self.normalized_shape) if elementwise_affine else None
+    self.bias = Tensor.zeros(*self.normalized_shape) if elementwise_affine else None
+
+  def __call__(self, x: Tensor) -> Tensor:
+    if tuple(x.shape[-len(self.normalized_shape):]) != self.normalized_shape:
+      raise ValueError(f"LayerNorm{self.normalized_shape} got an input of shape {x.shape}")
+    x = x.layernorm(self.axis, self.eps)
+    return x if self.weight is None or self.bias is None else x * self.weight + self.bias
+
+
+class LayerNorm2d(LayerNorm):
+  """LayerNorm over the channels of an NCHW tensor."""
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return super().__call__(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class GroupNorm:
+  def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True) -> None:
+    if num_channels % num_groups:
+      raise ValueError(f"num_channels {num_channels} must be divisible by num_groups {num_groups}")
+    self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
+    self.weight = Tensor.ones(num_channels) if affine else None
+    self.bias = Tensor.zeros(num_channels) if affine else None
+
+  def __call__(self, x: Tensor) -> Tensor:
+    x = x.reshape(x.shape[0], self.num_groups, -1).layernorm(eps=self.eps).reshape(x.shape)
+    if self.weight is None or self.bias is None:
+      return x
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    return x * self.weight.reshape(shape) + self.bias.reshape(shape)
+
+
+class InstanceNorm:
+  def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True) -> None:
+    self.num_features, self.eps = num_features, eps
+    self.weight = Tensor.ones(num_features) if affine else None
+    self.bias = Tensor.zeros(num_features) if affine else None
+
+  def __call__(self, x: Tensor) -> Tensor:
+    x = x.reshape(x.shape[0], self.num_features, -1).layernorm(eps=self.eps).reshape(x.shape)
+    if self.weight is None or self.bias is None:
+      return x
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    return x * self.weight.reshape(shape) + self.bias.reshape(shape)
+
+
+class RMSNorm:
+  def __init__(self, dim: int, eps: float = 1e-6) -> None:
+    self.eps, self.weight = eps, Tensor.ones(dim)
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x * (x * x).mean(-1, keepdim=True).add(self.eps).rsqrt() * self.weight
+
+
+class Embedding:
+  def __init__(self, vocab_size: int, embed_size: int) -> None:
+    self.vocab_sz, self.embed_sz = vocab_size, embed_size
+    self.weight = Tensor.glorot_uniform(vocab_size, embed_size)
+
+  def __call__(self, idx: Tensor) -> Tensor:
+    if dtypes.is_float(idx.dtype):
+      raise TypeError(f"Embedding needs integer indices, not {idx.dtype}")
+    return self.weight[idx]
