@@ -4,7 +4,9 @@ Which buffers must exist in memory:
   - the outputs asked for, and buffers already realized;
   - every reduction (a later kernel loads its result), CONTIGUOUS, COPY and ASSIGN;
   - an elementwise base read through a padded (masked) view, because values in the pad must be 0
-    whatever the op computes there (log, exp, 1/x are not 0 at 0).
+    whatever the op computes there (log, exp, 1/x are not 0 at 0);
+  - an elementwise base read through a broadcast (a stride-0 axis), which would otherwise be
+    recomputed for every copy.
 Everything else is elementwise and is inlined into its consumers: chains of elementwise ops become
 one kernel, and elementwise ops feeding a reduction fuse into the reduction's kernel. Movement ops
 are folded into the loads' ShapeTrackers.
@@ -36,6 +38,11 @@ class ScheduleItem:
     return self.bufs[1:]
 
 
+def _expands(st: ShapeTracker) -> bool:
+  """Whether the tracker reads some element more than once (an expanded, stride-0 axis of size > 1)."""
+  return any(st_ == 0 and s != 1 for v in st.views for s, st_ in zip(v.shape, v.strides))
+
+
 def _needs_realize(outs: list[LazyBuffer]) -> list[LazyBuffer]:
   """Every unrealized base that gets a buffer, in an order where sources come before users."""
   realize: dict[LazyBuffer, None] = {}
@@ -46,8 +53,11 @@ def _needs_realize(outs: list[LazyBuffer]) -> list[LazyBuffer]:
     b = x.base
     if b.realized is not None:
       return
-    if x is not b and b.op is not MetaOps.CONST and any(v.mask is not None for v in x.st.views):
-      realize[b] = None  # unsafe pad: see module docstring
+    if x is not b and b.op is not MetaOps.CONST:
+      if any(v.mask is not None for v in x.st.views):
+        realize[b] = None  # unsafe pad: see module docstring
+      elif _expands(x.st):
+        realize[b] = None  # read through a broadcast: computing it inline would repeat the work per copy
     if b in visited:
       return
     visited.add(b)
