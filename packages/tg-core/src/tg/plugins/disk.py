@@ -1,13 +1,17 @@
 """The DISK device: buffers backed by a memory-mapped file, for weights bigger than RAM.
 
 It runs no kernels (no renderer or compiler); data moves from DISK to a compute device by copying.
-A buffer's options name its file: `Buffer("DISK", n, dtype, options=path)`.
+A buffer's options name its file: `Buffer("DISK", n, dtype, options=path)` starts at the file's first byte,
+`options=(path, byte_offset)` at `byte_offset`, so every tensor of a weights file can be a buffer of its own.
+Each file is mapped once and its buffers are views into that one mapping: loading a model with thousands of
+tensors costs one mapping (and one file descriptor), not thousands.
 """
 from __future__ import annotations
 
 import mmap
 import os
-from typing import Any
+import weakref
+from typing import IO, Any
 
 from tg.device import Allocator, HostAllocator
 from tg.plugins import hookimpl
@@ -15,20 +19,74 @@ from tg.plugins import hookimpl
 TG_PLUGIN_API_VERSION = 1
 DEVICE = "DISK"
 
+# path -> ((st_dev, st_ino) of the mapped file, the mapping). Weak, so a file is unmapped (and can be deleted
+# on every OS) once no buffer views it any more; a live buffer's memoryview keeps its mapping alive.
+_mappings: dict[str, tuple[tuple[int, int], weakref.ref[mmap.mmap]]] = {}
+
+
+def _file_ident(st: os.stat_result) -> tuple[int, int]:
+  return (st.st_dev, st.st_ino)
+
+
+def map_file(path: str, size: int) -> mmap.mmap:
+  """The shared mapping of `path`, covering at least `size` bytes (a file shorter than that is grown).
+
+  A cached mapping is reused only while it still maps the same file (a file replaced at the same path, e.g. by
+  an atomic save, gets a new mapping) and the file is no shorter than the mapping (touching pages past the end
+  of a truncated file kills the process with SIGBUS). Buffers made earlier keep their own mapping alive."""
+  key = os.path.realpath(path)
+  if (entry := _mappings.get(key)) is not None and (mm := entry[1]()) is not None and not mm.closed and len(mm) >= size:
+    try:
+      st = os.stat(key)
+      if _file_ident(st) == entry[0] and st.st_size >= len(mm):
+        return mm
+    except FileNotFoundError:
+      pass
+  writable = True
+  f: IO[bytes]
+  try:
+    f = open(key, "r+b" if os.path.exists(key) else "w+b")  # closed below: the mapping outlives it
+  except PermissionError:  # a read-only weights file can still be loaded; writing to its buffers then fails
+    f, writable = open(key, "rb"), False
+  with f:
+    st = os.fstat(f.fileno())
+    if st.st_size < size:
+      if not writable:
+        raise PermissionError(f"DISK buffer needs {size} bytes of {key}, which is read-only and has only {st.st_size}")
+      f.truncate(size)
+    if max(st.st_size, size) == 0:
+      raise ValueError(f"can't map {key}: the file is empty")
+    mm = mmap.mmap(f.fileno(), max(st.st_size, size), access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
+  _mappings[key] = (_file_ident(st), weakref.ref(mm, lambda ref: _forget(key, ref)))
+  return mm
+
+
+def _forget(key: str, ref: weakref.ref[mmap.mmap]) -> None:
+  """Drop a dead mapping's entry (unless a newer mapping of the file has taken its place)."""
+  if (entry := _mappings.get(key)) is not None and entry[1] is ref:
+    del _mappings[key]
+
+
+def _parse_options(options: Any) -> tuple[str, int]:
+  """(path, byte_offset) from a buffer's options: a path, or a (path, byte_offset) tuple."""
+  if isinstance(options, (str, os.PathLike)):
+    return os.fspath(options), 0
+  if isinstance(options, tuple) and len(options) == 2 and isinstance(options[0], (str, os.PathLike)) and isinstance(options[1], int):
+    if options[1] < 0:
+      raise ValueError(f"a DISK buffer's byte offset can't be negative, got {options[1]}")
+    return os.fspath(options[0]), options[1]
+  raise ValueError(f"a DISK buffer needs a file: create it with options=<path> or options=(<path>, <byte offset>), not {options!r}")
+
 
 class DiskAllocator(HostAllocator):
   def alloc(self, size: int, options: Any = None) -> Any:
-    if not isinstance(options, (str, os.PathLike)):
-      raise ValueError("a DISK buffer needs a file: create it with options=<path>")
-    path = os.fspath(options)
-    mode = "r+b" if os.path.exists(path) else "w+b"
-    with open(path, mode) as f:
-      if os.path.getsize(path) < size:
-        f.truncate(size)
-      return memoryview(mmap.mmap(f.fileno(), size)) if size else memoryview(b"")
+    path, offset = _parse_options(options)
+    if size == 0:
+      return memoryview(b"")
+    return memoryview(map_file(path, offset + size))[offset:offset + size]
 
   def free(self, opaque: Any, size: int, options: Any = None) -> None:
-    """Mappings of files are not worth caching: they go when unused."""
+    """Nothing to cache: a buffer is a view of its file's mapping, which goes when its last view does."""
 
 
 @hookimpl
