@@ -32,6 +32,11 @@ class Allocator:
     """Copy device buffer `src` into host memory `dest`."""
     raise NotImplementedError(type(self))
 
+  def view(self, opaque: Any, byte_offset: int, size: int) -> Any:
+    """Optional: a handle to `size` bytes of buffer `opaque` starting at `byte_offset`, sharing its memory.
+    Devices that can't run kernels need it to copy out part of a buffer (a tensor slice)."""
+    raise NotImplementedError(f"{type(self).__name__} has no buffer views")
+
 
 class LRUAllocator(Allocator):
   """Keeps freed buffers by (size, options) and hands them out again: device allocations are slow."""
@@ -78,6 +83,9 @@ class HostAllocator(LRUAllocator):
 
   def copyout(self, dest: memoryview, src: Any) -> None:
     dest[:] = memoryview(src).cast("B")
+
+  def view(self, opaque: Any, byte_offset: int, size: int) -> Any:
+    return memoryview(opaque).cast("B")[byte_offset:byte_offset + size]
 
 
 class Compiler:
@@ -201,8 +209,19 @@ class Buffer:
   def __init__(self, device: str, size: int, dtype: DType, opaque: Any = None, options: Any = None) -> None:
     self.device, self.size, self.dtype, self.options = device, size, dtype, options
     self._buf: Any = None
+    self._base: Buffer | None = None  # set for a view into another buffer's memory
     if opaque is not None:
       self.allocate(opaque)
+
+  def view(self, size: int, dtype: DType, byte_offset: int) -> Buffer:
+    """`size` elements of `dtype` at `byte_offset` of this buffer, sharing its memory."""
+    if byte_offset < 0 or byte_offset + size * dtype.itemsize > self.nbytes:
+      raise ValueError(f"a view of {size * dtype.itemsize} bytes at {byte_offset} doesn't fit in a buffer of {self.nbytes}")
+    self.ensure_allocated()
+    ret = Buffer(self.device, size, dtype, options=self.options)
+    ret.allocator, ret._base = self.allocator, self
+    ret._buf = self.allocator.view(self._buf, byte_offset, size * dtype.itemsize)
+    return ret
 
   @property
   def nbytes(self) -> int:
@@ -222,7 +241,7 @@ class Buffer:
     return self
 
   def __del__(self) -> None:
-    if getattr(self, "_buf", None) is None:
+    if getattr(self, "_buf", None) is None or getattr(self, "_base", None) is not None:  # views free nothing
       return
     GlobalCounters.mem_used -= self.nbytes
     try:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tg.device import Buffer
+from tg.device import Buffer, Device
 from tg.dtype import ConstType, DType, dtypes
 from tg.helpers import prod
 from tg.ops import BinaryOps, MetaOps, Op, ReduceOps, TernaryOps, UnaryOps, exec_alu
 from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import sint
+from tg.shape.view import View
 
 
 def _max_size(shape: tuple[sint, ...]) -> int:
@@ -102,7 +103,21 @@ class LazyBuffer:
       return self
     if self.is_unrealized_const():
       return LazyBuffer.full(self.const_value, self.shape, self.dtype, device)
+    if Device[self.device].renderer is None:  # a storage device (it runs no kernels) copies out byte ranges
+      return LazyBuffer.metaop(MetaOps.COPY, self.shape, self.dtype, device, srcs=(self._as_range(),))
     return LazyBuffer.metaop(MetaOps.COPY, self.shape, self.dtype, device, srcs=(self.contiguous(),))
+
+  def _as_range(self) -> LazyBuffer:
+    """This view as a realized buffer of its own, when it is one contiguous range of a realized buffer."""
+    if self.base is self and self.realized is not None:
+      return self
+    v = self.st.views[0]
+    if self.base.realized is None or len(self.st.views) != 1 or v.mask is not None or not isinstance(v.offset, int) or \
+        v.strides != View.create(v.shape).strides:
+      raise RuntimeError(f"device {self.device} runs no kernels: only a contiguous slice of a loaded tensor can be copied out, "
+                         f"not this view {self.st}; copy the whole tensor to a compute device first")
+    buf = self.base.realized.view(_max_size(self.shape), self.dtype, v.offset * self.dtype.itemsize)
+    return LazyBuffer.from_buffer(buf, self.shape)
 
   def assign(self, x: LazyBuffer) -> LazyBuffer:
     assert self.base.realized is not None and self.st.contiguous and self.base is self, "assign needs a realized contiguous target"
