@@ -202,13 +202,22 @@ class Sum(Function):
 
 class Prod(Function):
   def forward(self, x: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer:
-    self.x, self.ret = x, x.r(ReduceOps.PROD, axis)
-    return self.ret
+    self.x, self.axis = x, axis
+    return x.r(ReduceOps.PROD, axis)
 
   def backward(self, grad: LazyBuffer) -> LazyBuffer:
-    # d(prod)/dx_i = prod / x_i: exact away from zeros (an input of 0 gives inf or nan here, unlike torch)
-    ret, g = self.ret.expand(self.x.shape), grad.expand(self.x.shape)
-    return ret.e(BinaryOps.MUL, self.x.e(UnaryOps.RECIP)).e(BinaryOps.MUL, g)
+    """d(prod)/dx_i is the product of the other elements. Without zeros that is prod/x_i; with one zero it is
+    the product of the non-zeros at the zero and 0 elsewhere; with two or more it is 0 everywhere."""
+    x, shape = self.x, self.x.shape
+    is_zero = x.e(BinaryOps.CMPNE, x.const(0)).e(UnaryOps.NEG)
+    nonzero = is_zero.e(TernaryOps.WHERE, x.const(1), x)
+    prod_nonzero = nonzero.r(ReduceOps.PROD, self.axis).expand(shape)
+    n_zeros = is_zero.cast(x.dtype).r(ReduceOps.SUM, self.axis).expand(shape)
+    no_zeros = n_zeros.e(BinaryOps.CMPNE, x.const(0)).e(UnaryOps.NEG)
+    one_zero = n_zeros.e(BinaryOps.CMPNE, x.const(1)).e(UnaryOps.NEG)
+    at_the_zero = one_zero.e(TernaryOps.WHERE, is_zero.e(TernaryOps.WHERE, prod_nonzero, x.const(0)), x.const(0))
+    others = no_zeros.e(TernaryOps.WHERE, prod_nonzero.e(BinaryOps.MUL, nonzero.e(UnaryOps.RECIP)), at_the_zero)
+    return others.e(BinaryOps.MUL, grad.expand(shape))
 
 
 class Max(Function):

@@ -624,7 +624,7 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     rows = Tensor.arange(n, device=self.device).reshape(n, 1)
     cols = Tensor.arange(m, device=self.device).reshape(1, m)
     keep = (cols <= rows + diagonal) if lower else (cols >= rows + diagonal)
-    return keep.where(self, 0 if not dtypes.is_float(self.dtype) else 0.0)
+    return keep.where(self, False if self.dtype == dtypes.bool else (0 if not dtypes.is_float(self.dtype) else 0.0))
 
   def squeeze_axes(self, axes: Sequence[int]) -> Tensor:
     """Drop the given (size-1) axes."""
@@ -741,7 +741,7 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
   def tanh(self) -> Tensor: return 2.0 * ((2.0 * self).sigmoid()) - 1.0
   def square(self) -> Tensor: return self * self
   def abs(self) -> Tensor: return self.relu() + (-self).relu()
-  def sign(self) -> Tensor: return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+  def sign(self) -> Tensor: return self._zero_grad((self > 0).cast(self.dtype) - (self < 0).cast(self.dtype))
   def exp2(self) -> Tensor: return (self * math.log(2)).exp()
   def log2(self) -> Tensor: return self.log() / math.log(2)
   def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
@@ -759,8 +759,8 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
 
   def isfinite(self) -> Tensor: return (self.isinf() | self.isnan()).logical_not()
 
-  def _rounded(self, value: Tensor) -> Tensor:
-    """`value` (a rounding of self) with torch's gradient for rounding: zero everywhere."""
+  def _zero_grad(self, value: Tensor) -> Tensor:
+    """`value` (a step function of self: a rounding, the sign) with torch's gradient for it: zero everywhere."""
     return Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device).where(value.detach(), self * 0)
 
   def trunc(self) -> Tensor:
@@ -768,15 +768,15 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
       return self
     big = 2.0 ** (52 if self.dtype == dtypes.float64 else 23)  # floats this large are already integers
     as_int = self.cast(dtypes.int64).cast(self.dtype)
-    return self._rounded((self.abs() < big).where(as_int, self))
+    return self._zero_grad((self.abs() < big).where(as_int, self))
 
   def floor(self) -> Tensor:
     t = self.trunc()
-    return self._rounded((t > self).where(t - 1, t)) if dtypes.is_float(self.dtype) else self
+    return self._zero_grad((t > self).where(t - 1, t)) if dtypes.is_float(self.dtype) else self
 
   def ceil(self) -> Tensor:
     t = self.trunc()
-    return self._rounded((t < self).where(t + 1, t)) if dtypes.is_float(self.dtype) else self
+    return self._zero_grad((t < self).where(t + 1, t)) if dtypes.is_float(self.dtype) else self
 
   def round(self) -> Tensor:
     """Round half to even, as torch and numpy."""
@@ -785,7 +785,7 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     f = (self + 0.5).floor()
     tie = (f - self) == 0.5
     odd = (f * 0.5).floor() * 2 != f
-    return self._rounded((tie & odd).where(f - 1, f))
+    return self._zero_grad((tie & odd).where(f - 1, f))
 
   def maximum(self, x: Tensor | Scalar) -> Tensor:
     a, b = self._broadcasted(x)
@@ -795,7 +795,10 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     return -((-self).maximum(-x))
 
   def clip(self, min_: Scalar, max_: Scalar) -> Tensor:
-    return self.maximum(min_).minimum(max_)
+    """Clamp into [min_, max_]; the gradient passes where the input is inside, bounds included (as torch)."""
+    if min_ > max_:
+      raise ValueError(f"clip needs min <= max, got {min_} > {max_}")
+    return (self < min_).where(min_, (self > max_).where(max_, self))
 
   def rshift(self, bits: int) -> Tensor:
     from tg.ops import BinaryOps
@@ -967,7 +970,7 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     return self._reduce(F.Prod, axis, keepdim)
 
   def any(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-    return self.cast(dtypes.bool).max(axis, keepdim)
+    return self.cast(dtypes.bool).sum(axis, keepdim) > 0  # a sum, not a max: any() of nothing is False
 
   def all(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     return self.logical_not().any(axis, keepdim).logical_not()

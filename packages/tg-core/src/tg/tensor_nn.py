@@ -187,7 +187,7 @@ class NNMixin:
     scores = self @ key.transpose(-2, -1) * (1 / math.sqrt(_concrete(self.shape[-1])))
     if is_causal:
       n, m = _concrete(self.shape[-2]), _concrete(key.shape[-2])
-      keep = Tensor.ones(n, m, dtype=dtypes.bool, device=self.device).tril(m - n)
+      keep = Tensor.ones(n, m, dtype=dtypes.bool, device=self.device).tril(0)  # aligned top-left, as torch
       scores = keep.where(scores, -math.inf)
     if attn_mask is not None:
       scores = attn_mask.where(scores, -math.inf) if attn_mask.dtype == dtypes.bool else scores + attn_mask

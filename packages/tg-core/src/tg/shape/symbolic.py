@@ -314,7 +314,9 @@ class DivNode(OpNode):
   def get_bounds(self) -> tuple[int, int]:
     if isinstance(self.b, int):
       return (self.a.min // self.b, self.a.max // self.b) if self.b > 0 else (self.a.max // self.b, self.a.min // self.b)
-    return (self.a.min // self.b.max if self.a.min >= 0 else self.a.min // self.b.min), self.a.max // self.b.min
+    # b > 0: floor(a/b) is monotonic in a, and in b for a fixed sign of a, so the extremes are at the corners
+    corners = [a // b for a in (self.a.min, self.a.max) for b in (self.b.min, self.b.max)]
+    return min(corners), max(corners)
 
   def substitute(self, var_vals: Mapping[Variable, Node]) -> Node:
     return self.a.substitute(var_vals) // (self.b.substitute(var_vals) if isinstance(self.b, Node) else self.b)
