@@ -374,7 +374,8 @@ def comparisons(draw, names):
   if op == "ltx":
     return op, x, draw(expr_trees(names))
   node = to_node(x)
-  return op, x, draw(st.integers(max(node.min, -100) - 1, min(node.max, 100) + 1))
+  lo, hi = (max(-100, min(100, e)) for e in (node.min, node.max))
+  return op, x, draw(st.integers(lo - 1, hi + 1))
 
 
 @st.composite
