@@ -1008,6 +1008,44 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     wt = w.reshape(w.shape[:-2] + (1,) * min(n1 - 1, n2 - 1, 1) + w.shape[-min(n2, 2):]).transpose(-1, -min(n2, 2))
     return (x * wt).sum(-1)
 
+  @staticmethod
+  def einsum(formula: str, *operands: Tensor) -> Tensor:
+    """Einstein summation, e.g. "ij,jk->ik": operands broadcast over all the letters, multiply, and sum
+    the letters that are not in the output (implicit output: the letters seen once, sorted)."""
+    ops = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)
+    formula = formula.replace(" ", "")
+    if "..." in formula:
+      raise NotImplementedError("einsum with '...' is not supported yet: name every axis")
+    lhs, _, out = formula.partition("->")
+    inputs = lhs.split(",")
+    if len(inputs) != len(ops):
+      raise ValueError(f"einsum {formula!r} names {len(inputs)} operands, got {len(ops)}")
+    if "->" not in formula:
+      out = "".join(sorted(c for c in set(lhs) if c.isalpha() and lhs.count(c) == 1))
+    sizes: dict[str, sint] = {}
+    for letters, t in zip(inputs, ops):
+      if len(letters) != t.ndim:
+        raise ValueError(f"einsum operand {letters!r} has {len(letters)} letters for a tensor of shape {t.shape}")
+      if len(set(letters)) != len(letters):
+        raise NotImplementedError(f"einsum with a repeated letter in one operand ({letters!r}, a diagonal) is not supported")
+      for c, s in zip(letters, t.shape):
+        if sizes.setdefault(c, s) != s and s != 1 and sizes[c] != 1:
+          raise ValueError(f"einsum letter {c!r} has sizes {sizes[c]} and {s}")
+        if sizes[c] == 1:
+          sizes[c] = s
+    if set(out) - set(sizes):
+      raise ValueError(f"einsum output {out!r} has letters no operand has")
+    order = list(out) + sorted(set(sizes) - set(out))
+    full = tuple(sizes[c] for c in order)
+    prod_: Tensor | None = None
+    for letters, t in zip(inputs, ops):
+      present = [c for c in order if c in letters]
+      x = t.permute([letters.index(c) for c in present]) if present else t
+      x = x.reshape(tuple(sizes[c] if c in letters and t.shape[letters.index(c)] != 1 else 1 for c in order)).expand(full)
+      prod_ = x if prod_ is None else prod_ * x
+    assert prod_ is not None
+    return prod_.sum(tuple(range(len(out), len(order)))) if len(order) > len(out) else prod_
+
   def matmul(self, x: Tensor, reverse: bool = False) -> Tensor:
     return x.dot(self) if reverse else self.dot(x)
 
