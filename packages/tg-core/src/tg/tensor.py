@@ -233,6 +233,15 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
       x = Tensor.full(self.shape, x, dtype=self.dtype, device=self.device)
     if x.shape != self.shape or x.dtype != self.dtype or x.device != self.device:
       raise ValueError(f"assign of {x.shape} {x.dtype} on {x.device} to {self.shape} {self.dtype} on {self.device}: they must match")
+    if x._ctx is not None:
+      # the new value is part of the autograd graph (an in-place op on a non-leaf, as torch records it): the old
+      # value moves to a fresh Tensor that x's graph points to, and this one becomes x's node
+      old = Tensor(self.lazydata, device=self.device, requires_grad=self.requires_grad)
+      old._ctx = self._ctx
+      for t in x._toposort():
+        if t._ctx is not None and any(p is self for p in t._ctx.parents):
+          t._ctx.parents = tuple(old if p is self else p for p in t._ctx.parents)
+      self._ctx, self.requires_grad = x._ctx, x.requires_grad
     self.lazydata = x.lazydata
     return self
 

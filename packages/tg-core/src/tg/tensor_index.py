@@ -137,11 +137,13 @@ class IndexingMixin:
     The selection is found by indexing a tensor of element positions the same way, then scattered
     with one-hot masks; where a position is selected twice the written values add up."""
     from tg.tensor import Tensor, _concrete
-    if self.requires_grad and self._ctx is None:
+    if self.requires_grad and self._ctx is None and not Tensor.no_grad:
       raise RuntimeError("can't assign into a leaf tensor that requires grad: use .detach() or do it under Tensor.no_grad")
     n = _concrete(self.numel())
     positions = Tensor.arange(n, device=self.device).reshape(self.shape)[indices]
     v = value if isinstance(value, Tensor) else Tensor(value, device=self.device, dtype=self.dtype)
+    while v.ndim > positions.ndim and v.shape[0] == 1:  # extra leading size-1 axes broadcast away, as numpy
+      v = v.reshape(v.shape[1:])
     v = v.cast(self.dtype)._broadcast_to(positions.shape).flatten()
     hot = positions.flatten().reshape(-1, 1) == Tensor.arange(n, device=self.device).reshape(1, n)
     selected = hot.any(0)

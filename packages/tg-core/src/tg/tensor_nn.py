@@ -15,15 +15,19 @@ if TYPE_CHECKING:
 
 class NNMixin:
   # ---------- activations ----------
-  def relu6(self: Tensor) -> Tensor: return self.relu() - (self - 6).relu()  # type: ignore[misc]
-  def leakyrelu(self: Tensor, neg_slope: float = 0.01) -> Tensor: return self.relu() - (-neg_slope * self).relu()  # type: ignore[misc]
-  def elu(self: Tensor, alpha: float = 1.0) -> Tensor: return self.relu() - alpha * (1 - self.exp()).relu()  # type: ignore[misc]
+  # where a function has a kink, the gradient there is torch's choice (written as where(...), not as relu sums)
+  def relu6(self: Tensor) -> Tensor: return self.hardtanh(0, 6)  # type: ignore[misc]
+  def leakyrelu(self: Tensor, neg_slope: float = 0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)  # type: ignore[misc]
+  def elu(self: Tensor, alpha: float = 1.0) -> Tensor: return (self > 0).where(self, (self.exp() - 1) * alpha)  # type: ignore[misc]
   def quick_gelu(self: Tensor) -> Tensor: return self * (self * 1.702).sigmoid()  # type: ignore[misc]
   def silu(self: Tensor) -> Tensor: return self * self.sigmoid()  # type: ignore[misc]
   def swish(self: Tensor) -> Tensor: return self.silu()  # type: ignore[misc]
   def mish(self: Tensor) -> Tensor: return self * self.softplus().tanh()  # type: ignore[misc]
-  def hardswish(self: Tensor) -> Tensor: return self * (self + 3).relu6() * (1 / 6)  # type: ignore[misc]
-  def hardtanh(self: Tensor, min_val: float = -1, max_val: float = 1) -> Tensor: return self.clip(min_val, max_val)  # type: ignore[misc]
+  def hardswish(self: Tensor) -> Tensor: return (self <= -3).where(0.0, (self >= 3).where(self, self * (self + 3) * (1 / 6)))  # type: ignore[misc]
+
+  def hardtanh(self: Tensor, min_val: float = -1, max_val: float = 1) -> Tensor:  # type: ignore[misc]
+    """Like clip, but the gradient at the bounds is 0 (torch's hardtanh; clip/clamp pass it)."""
+    return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
   def softsign(self: Tensor) -> Tensor: return self / (1 + self.abs())  # type: ignore[misc]
 
   def celu(self: Tensor, alpha: float = 1.0) -> Tensor:  # type: ignore[misc]
@@ -34,12 +38,12 @@ class NNMixin:
     return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
 
   def hardsigmoid(self: Tensor, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:  # type: ignore[misc]
-    return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
+    return (self <= -beta / alpha).where(0.0, (self >= (1 - beta) / alpha).where(1.0, alpha * self + beta))
 
-  def softplus(self: Tensor, beta: float = 1.0) -> Tensor:  # type: ignore[misc]
-    """log(1 + exp(beta*x)) / beta, written so large inputs don't overflow."""
+  def softplus(self: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:  # type: ignore[misc]
+    """log(1 + exp(beta*x)) / beta; linear above `threshold` (as torch), where exp would overflow."""
     bx = self * beta
-    return (bx.relu() + (1 + (-bx.abs()).exp()).log()) * (1 / beta)
+    return (bx > threshold).where(self, (1 + bx.minimum(threshold).exp()).log() * (1 / beta))
 
   # ---------- softmax family ----------
   def softmax(self: Tensor, axis: int = -1) -> Tensor:  # type: ignore[misc]
@@ -217,4 +221,4 @@ class NNMixin:
 
   def binary_crossentropy_logits(self: Tensor, y: Tensor) -> Tensor:  # type: ignore[misc]
     """binary_crossentropy of sigmoid(self), computed without overflow."""
-    return (self.relu() - self * y + (1 + (-self.abs()).exp()).log()).mean()
+    return (self * (1 - y) + (-self).softplus()).mean()

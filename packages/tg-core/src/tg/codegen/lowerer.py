@@ -23,6 +23,14 @@ def node_to_uop(node: sint, ctx: dict[Variable, UOp]) -> UOp:
     return UOp.const(i32, node.b)
   if isinstance(node, Variable):
     return ctx[node]
+  if isinstance(node, (DivNode, ModNode)) and node.a.min < 0:
+    # symbolic // and % are floor division; C's / and % truncate toward zero. Shift the numerator by a
+    # multiple of the divisor until it can't be negative, where the two agree: (a + k*b)//b - k.
+    b_min = node.b if isinstance(node.b, int) else node.b.min
+    k = (-node.a.min + b_min - 1) // b_min  # ceil(-a.min / b.min)
+    shifted = node_to_uop(node.a, ctx) + node_to_uop(node.b * k, ctx)
+    b = node_to_uop(node.b, ctx)
+    return shifted.alu(BinaryOps.IDIV, b) + (-k) if isinstance(node, DivNode) else shifted.alu(BinaryOps.MOD, b)
   if isinstance(node, (MulNode, DivNode, ModNode, LtNode)):
     a, b = node_to_uop(node.a, ctx), node_to_uop(node.b, ctx)
     op = {MulNode: BinaryOps.MUL, DivNode: BinaryOps.IDIV, ModNode: BinaryOps.MOD, LtNode: BinaryOps.CMPLT}[type(node)]

@@ -4,9 +4,9 @@ Every node knows its bounds (`min`, `max`), and the operators simplify as they b
 like terms collect, `(a*c + b) // c` and `% c` fold when the bounds allow, nested div/mod fold, and
 comparisons that the bounds decide become constants. That keeps generated index expressions short.
 
-Division and modulo are floor division and Python's modulo. Rendered into C they become `/` and `%`,
-which agree for the non-negative values that valid indices take; lanes where an index may be negative
-are masked, so their value is never used.
+Division and modulo are floor division and Python's modulo, so the rules above hold for negative values
+too. C's `/` and `%` truncate instead; the lowerer renders a division whose numerator may be negative
+with a shift that makes them agree (see tg/codegen/lowerer.py).
 """
 from __future__ import annotations
 
