@@ -22,6 +22,24 @@ def _max_size(shape: tuple[sint, ...]) -> int:
   return prod(s if isinstance(s, int) else s.max for s in shape)
 
 
+def _reads_through_view(x: LazyBuffer, target: LazyBuffer) -> bool:
+  """Whether the kernel computing x would read `target` other than element for element."""
+  seen: set[int] = set()
+  stack = [x]
+  while stack:
+    v = stack.pop()
+    if id(v) in seen:
+      continue
+    seen.add(id(v))
+    if v.base is target.base:
+      if v.st != target.st:
+        return True
+      continue
+    if v.base.realized is None:
+      stack.extend(v.base.srcs)
+  return False
+
+
 class LazyBuffer:
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Op | None = None, arg: Any = None,
                srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None) -> None:
@@ -120,7 +138,12 @@ class LazyBuffer:
     return LazyBuffer.from_buffer(buf, self.shape)
 
   def assign(self, x: LazyBuffer) -> LazyBuffer:
+    """Write x into this (realized, contiguous) buffer in place. The kernel reads each element of the target
+    at the index it writes, which is safe; when x reads the target through any other view (a transpose,
+    a flip), x is computed into a temporary first."""
     assert self.base.realized is not None and self.st.contiguous and self.base is self, "assign needs a realized contiguous target"
+    if _reads_through_view(x, self):
+      x = LazyBuffer.metaop(MetaOps.CONTIGUOUS, x.shape, x.dtype, x.device, srcs=(x,))
     return LazyBuffer.metaop(MetaOps.ASSIGN, self.shape, self.dtype, self.device, srcs=(x, self))
 
   def e(self, op: UnaryOps | BinaryOps | TernaryOps, *in_srcs: LazyBuffer) -> LazyBuffer:

@@ -233,6 +233,12 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
       x = Tensor.full(self.shape, x, dtype=self.dtype, device=self.device)
     if x.shape != self.shape or x.dtype != self.dtype or x.device != self.device:
       raise ValueError(f"assign of {x.shape} {x.dtype} on {x.device} to {self.shape} {self.dtype} on {self.device}: they must match")
+    lb = self.lazydata
+    if x._ctx is None and lb.base is lb and lb.realized is not None and lb.st.contiguous and x.lazydata is not lb:
+      # in place: the new value is written into this tensor's own buffer, so a captured (TinyJit) kernel
+      # that reads this tensor later reads the new value
+      self.lazydata = lb.assign(x.lazydata)
+      return self
     if x._ctx is not None:
       # the new value is part of the autograd graph (an in-place op on a non-leaf, as torch records it): the old
       # value moves to a fresh Tensor that x's graph points to, and this one becomes x's node

@@ -5,7 +5,9 @@ device's Compiler keeps compiled bytes on disk across processes.
 """
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,9 +116,25 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
   return ExecItem(get_runner(si.outputs[0].device, si.ast), list(si.bufs))
 
 
+_capture_stack: list[list[tuple[ExecItem, dict[Variable, int]]]] = []
+
+
+@contextlib.contextmanager
+def capturing() -> Iterator[list[tuple[ExecItem, dict[Variable, int]]]]:
+  """Record every ExecItem run inside (with the symbolic values it ran with): how TinyJit captures."""
+  _capture_stack.append([])
+  try:
+    yield _capture_stack[-1]
+  finally:
+    _capture_stack.pop()
+
+
 def run_schedule(schedule: list[ScheduleItem]) -> None:
   for si in schedule:
-    lower_schedule_item(si).run(si.var_vals)
+    ei = lower_schedule_item(si)
+    if _capture_stack and not isinstance(ei.prg, EmptyOp):
+      _capture_stack[-1].append((ei, si.var_vals))
+    ei.run(si.var_vals)
 
 
 def realize_lazybuffers(lbs: list[Any]) -> None:

@@ -144,16 +144,44 @@ class _KernelBuilder:
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   bases = _needs_realize(outs)
   realized = set(bases)
-  schedule: list[ScheduleItem] = []
+  items: dict[LazyBuffer, ScheduleItem] = {}
+  reads: dict[LazyBuffer, set[LazyBuffer]] = {}  # which bases each item loads
   for b in bases:
     if prod(b.shape) == 0:
-      pass  # nothing to compute: an empty buffer
-    elif b.op is MetaOps.COPY:
-      schedule.append(ScheduleItem(LazyOp(MetaOps.COPY, (), b.buffer.nbytes), (b.buffer, b.srcs[0].base.buffer)))
+      continue  # nothing to compute: an empty buffer
+    if b.op is MetaOps.COPY:
+      items[b], reads[b] = ScheduleItem(LazyOp(MetaOps.COPY, (), b.buffer.nbytes), (b.buffer, b.srcs[0].base.buffer)), {b.srcs[0].base}
     elif b.op is MetaOps.EMPTY:
-      schedule.append(ScheduleItem(LazyOp(MetaOps.EMPTY), (b.buffer,)))
+      items[b], reads[b] = ScheduleItem(LazyOp(MetaOps.EMPTY), (b.buffer,)), set()
     else:
-      schedule.append(_KernelBuilder(b, realized).build())
+      builder = _KernelBuilder(b, realized)
+      items[b], reads[b] = builder.build(), set(builder.buf_index)
+  schedule = _order(items, reads)
   for b in bases:  # the schedule now owns the work: drop the graph so memory is freed as it runs
     b.op, b.srcs = None, ()
   return schedule
+
+
+def _order(items: dict[LazyBuffer, ScheduleItem], reads: dict[LazyBuffer, set[LazyBuffer]]) -> list[ScheduleItem]:
+  """Items after the items whose outputs they read, and each ASSIGN after every item that reads the old value of
+  the buffer it overwrites (in place, so those reads must happen first)."""
+  deps: dict[LazyBuffer, set[LazyBuffer]] = {b: {r for r in rs if r in items} for b, rs in reads.items()}
+  for a in items:
+    if a.op is MetaOps.ASSIGN:
+      old = a.srcs[1].base
+      deps[a] |= {r for r, rs in reads.items() if old in rs and r is not a}
+  done: dict[LazyBuffer, None] = {}
+
+  def visit(b: LazyBuffer, path: set[LazyBuffer]) -> None:
+    if b in done:
+      return
+    if b in path:
+      raise RuntimeError("the schedule has a cycle: a buffer is overwritten (assign) while a value that depends on the new data reads the old")
+    path.add(b)
+    for d in sorted(deps[b], key=list(items).index):
+      visit(d, path)
+    path.discard(b)
+    done[b] = None
+  for b in items:
+    visit(b, set())
+  return [items[b] for b in done]

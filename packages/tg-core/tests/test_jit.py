@@ -1,0 +1,108 @@
+"""TinyJit: capture on the second call, replay after, with new inputs and symbolic sizes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tg import GlobalCounters, Tensor, TinyJit, Variable
+from tg.engine.jit import JitError
+from tg.nn import Linear
+from tg.nn.optim import Adam
+from tg.nn.state import get_parameters
+
+rng = np.random.default_rng(0)
+
+
+def test_replays_with_new_inputs() -> None:
+  calls = []
+
+  @TinyJit
+  def f(a: Tensor, b: Tensor) -> Tensor:
+    calls.append(1)
+    return (a * b + 1).relu().sum(1).realize()
+  for _ in range(5):
+    x, y = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((4, 3)).astype(np.float32)
+    np.testing.assert_allclose(f(Tensor(x), Tensor(y)).numpy(), np.maximum(x * y + 1, 0).sum(1), rtol=1e-5, atol=1e-6)
+  assert len(calls) == 2, "the function runs on the first two calls only; later calls replay its kernels"
+  assert len(f.jit_cache) >= 1
+
+
+def test_replay_runs_the_captured_kernels_only() -> None:
+  @TinyJit
+  def f(a: Tensor) -> Tensor:
+    return ((a + 1) * 2).contiguous().exp().realize()
+  for _ in range(2):
+    f(Tensor(rng.standard_normal(8).astype(np.float32)))
+  x = Tensor(rng.standard_normal(8).astype(np.float32))
+  GlobalCounters.reset()
+  f(x)
+  assert GlobalCounters.kernel_count == len(f.jit_cache)
+
+
+def test_changed_shape_or_dtype_is_an_error() -> None:
+  @TinyJit
+  def f(a: Tensor) -> Tensor:
+    return (a * 2).realize()
+  for _ in range(3):
+    f(Tensor(np.ones(4, np.float32)))
+  with pytest.raises(JitError, match="inputs changed"):
+    f(Tensor(np.ones(5, np.float32)))
+  with pytest.raises(JitError, match="inputs changed"):
+    f(Tensor(np.ones(4, np.int32)))
+
+
+def test_unrealized_return_is_an_error() -> None:
+  @TinyJit
+  def f(a: Tensor) -> Tensor:
+    return a * 2
+  f(Tensor(np.ones(4, np.float32)))
+  with pytest.raises(JitError, match="realized"):
+    f(Tensor(np.ones(4, np.float32)))
+
+
+def test_symbolic_size_changes_between_calls() -> None:
+  vi = Variable("n", 1, 16)
+
+  @TinyJit
+  def f(a: Tensor) -> Tensor:
+    return (a * 2 + 1).sum(1).realize()
+  for n in [3, 5, 2, 9, 16]:
+    x = rng.standard_normal((4, n)).astype(np.float32)
+    out = f(Tensor(x).reshape(4, vi.bind(n)))
+    np.testing.assert_allclose(out.numpy(), (x * 2 + 1).sum(1), rtol=1e-5, atol=1e-5)
+
+
+class MLP:
+  def __init__(self) -> None:
+    self.l1, self.l2 = Linear(8, 16), Linear(16, 4)
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return self.l2(self.l1(x).relu())
+
+
+def _train(jit: bool, steps: int = 6) -> tuple[list[float], np.ndarray]:
+  Tensor.manual_seed(0)
+  model = MLP()
+  opt = Adam(get_parameters(model), lr=0.01)
+
+  def step(x: Tensor, y: Tensor) -> Tensor:
+    with Tensor.train():
+      loss = model(x).sparse_categorical_crossentropy(y)
+      opt.zero_grad()
+      loss.backward()
+      opt.step()
+    return loss.realize()
+  run = TinyJit(step) if jit else step
+  data = np.random.default_rng(1)
+  losses = []
+  for _ in range(steps):
+    x, y = data.standard_normal((16, 8)).astype(np.float32), data.integers(0, 4, 16).astype(np.int32)
+    losses.append(run(Tensor(x), Tensor(y)).item())
+  return losses, model.l1.weight.numpy()
+
+
+def test_whole_training_step() -> None:
+  eager_losses, eager_w = _train(jit=False)
+  jit_losses, jit_w = _train(jit=True)
+  np.testing.assert_allclose(jit_losses, eager_losses, rtol=1e-4, atol=1e-6)
+  np.testing.assert_allclose(jit_w, eager_w, rtol=1e-4, atol=1e-6)
