@@ -106,3 +106,15 @@ def test_whole_training_step() -> None:
   jit_losses, jit_w = _train(jit=True)
   np.testing.assert_allclose(jit_losses, eager_losses, rtol=1e-4, atol=1e-6)
   np.testing.assert_allclose(jit_w, eager_w, rtol=1e-4, atol=1e-6)
+
+
+def test_device_graph_is_used_when_offered() -> None:
+  from tg import Device
+
+  @TinyJit
+  def f(a: Tensor) -> Tensor:
+    return ((a + 1).contiguous() * 2).realize()
+  for _ in range(3):
+    x = rng.standard_normal(8).astype(np.float32)
+    np.testing.assert_allclose(f(Tensor(x)).numpy(), (x + 1) * 2, rtol=1e-6)
+  assert (f.graph is not None) == (Device[Device.DEFAULT].graph is not None)

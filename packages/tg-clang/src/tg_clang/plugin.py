@@ -8,6 +8,7 @@ from tg.device import Allocator, Compiler, HostAllocator
 from tg.plugins import hookimpl
 from tg.renderer import Renderer
 from tg_clang.compiler import CLANG, ClangCompiler, clang_version
+from tg_clang.graph import ClangGraph
 from tg_clang.renderer import ClangRenderer
 from tg_clang.runtime import ClangProgram
 
@@ -40,6 +41,11 @@ def tg_compiler(device: str) -> Compiler | None:
 @hookimpl
 def tg_allocator(device: str) -> Allocator | None:
   return HostAllocator() if device == DEVICE else None  # kernels run on the host: plain host memory
+
+
+@hookimpl
+def tg_graph(device: str) -> type | None:
+  return ClangGraph if device == DEVICE else None
 
 
 @hookimpl

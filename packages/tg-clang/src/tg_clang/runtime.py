@@ -36,3 +36,10 @@ class ClangProgram:
     st = time.perf_counter()
     self.fxn(*args, *vals)
     return time.perf_counter() - st if wait else None
+
+  def call_raw(self, table: Any, vals: Any) -> None:
+    """Call a batch function `void name(void** bufs, const int* vals)` (see graph.py)."""
+    if self.fxn is None:
+      self.ffi.cdef(f"void {self.name}(void** bufs, const int* vals);")
+      self.fxn = getattr(self.lib, self.name)
+    self.fxn(table, vals)
