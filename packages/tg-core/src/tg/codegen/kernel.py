@@ -1,16 +1,61 @@
-"""Kernel: one kernel AST on its way to source for one renderer (lower -> rewrite -> linearize -> render).
+"""Kernel: one kernel AST on its way to source for one renderer (optimize -> lower -> linearize -> render).
 
-Optimization actions (UPCAST, LOCAL, ...) will live here; this version lowers the AST as it is.
+Optimizations reshape the kernel's iteration space without changing what it computes:
+  UPCAST(axis, n)  split n off an output axis and unroll it: n outputs per thread, kept in registers
+  UNROLL(axis, n)  split n off a reduce axis and unroll it: n elements reduced per loop iteration
+  PADTO(axis, n)   pad an output axis up to a multiple of n (the padding is computed, never stored)
+  LOCAL, GROUP, GROUPTOP, TC   workgroup, shared-memory and tensor-core actions: need a renderer with local
+                   memory (`has_local`); no renderer in this version declares it, so they are refused
+  NOLOCALS         promise not to use locals (a no-op without them)
+Axis numbers count the kernel's full shape (see `Kernel.full_shape`; the unrolled axes an opt adds go last
+inside their group, so earlier axis numbers stay valid). A bad action raises KernelOptError; it never
+miscompiles.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import Enum, auto
+
 from tg.codegen.linearize import linearize
-from tg.codegen.lowerer import Lowerer
+from tg.codegen.lowerer import GLOBAL, REDUCE, UNROLL, UPCAST, Lowerer, default_axis_kinds, full_shape
 from tg.codegen.uops import UOp, UOps
-from tg.helpers import DEBUG, prod, to_function_name
-from tg.ops import BufferOps, LazyOp, ReduceOps
+from tg.helpers import DEBUG, getenv, prod, to_function_name
+from tg.ops import BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps
 from tg.renderer import Program, Renderer
-from tg.shape.symbolic import Node
+from tg.shape.shapetracker import ShapeTracker
+from tg.shape.symbolic import Node, sint
+
+MAX_UNROLLED = 256  # copies of the kernel body one thread may hold: more only bloats code and registers
+
+
+class OptOps(Enum):
+  UPCAST = auto(); UNROLL = auto(); PADTO = auto(); LOCAL = auto(); GROUP = auto(); GROUPTOP = auto()  # noqa: E702
+  NOLOCALS = auto(); TC = auto()  # noqa: E702
+
+
+@dataclass(frozen=True, order=True)
+class Opt:
+  op: OptOps
+  axis: int | None = None
+  amt: int = 0  # 0: the whole axis
+
+  def __repr__(self) -> str:
+    return f"Opt(op={self.op.name}, axis={self.axis}, amt={self.amt})"
+
+
+class KernelOptError(ValueError):
+  pass
+
+
+def _map_sts(ast: LazyOp, fxn: object) -> LazyOp:
+  """The AST with every buffer's ShapeTracker replaced by fxn(st)."""
+  def rec(op: LazyOp) -> LazyOp:
+    if op.op in BufferOps:
+      arg = op.arg
+      new = MemBuffer(arg.idx, arg.dtype, fxn(arg.st)) if isinstance(arg, MemBuffer) else ConstBuffer(arg.val, arg.dtype, fxn(arg.st))  # type: ignore[operator]
+      return LazyOp(op.op, tuple(rec(s) for s in op.src), new)
+    return LazyOp(op.op, tuple(rec(s) for s in op.src), op.arg)
+  return rec(ast)
 
 
 class Kernel:
@@ -18,16 +63,114 @@ class Kernel:
     if ast.op is not BufferOps.STORE:
       raise ValueError(f"a kernel AST is rooted at a STORE, not {ast.op}")
     self.ast, self.renderer = ast, renderer
-    self.lowerer = Lowerer(ast, renderer)
-    self.full_shape = self.lowerer.full_shape
+    self.kinds: tuple[str, ...] = default_axis_kinds(ast)
+    self.applied_opts: list[Opt] = []
+
+  @property
+  def full_shape(self) -> tuple[sint, ...]:
+    return full_shape(self.ast)
+
+  @property
+  def reduceop(self) -> LazyOp | None:
+    return next((op for op in self.ast.lazyops() if isinstance(op.op, ReduceOps)), None)
 
   @property
   def name(self) -> str:
-    kind = "r" if any(op.op in ReduceOps for op in self.ast.lazyops()) else "E"
-    dims = "_".join(str(s.render()) if isinstance(s, Node) else str(s) for s in self.full_shape)
-    return to_function_name(f"{kind}_{dims}") if self.full_shape else f"{kind}_0"
+    kind = "r" if self.reduceop is not None else "E"
+    dims = "_".join(str(s.render()) if isinstance(s, Node) else str(s) for s, k in zip(self.full_shape, self.kinds) if k in (GLOBAL, REDUCE))
+    return to_function_name(f"{kind}_{dims}") if dims else f"{kind}_0"
 
+  def copy(self) -> Kernel:
+    ret = Kernel.__new__(Kernel)
+    ret.ast, ret.renderer, ret.kinds, ret.applied_opts = self.ast, self.renderer, self.kinds, list(self.applied_opts)
+    return ret
+
+  # ---------- optimizations ----------
+  def _split(self, axis: int, amt: int, new_kind: str) -> None:
+    """Split `amt` off the end of `axis` into a new axis of `new_kind`, placed right after it."""
+    def split(st: ShapeTracker) -> ShapeTracker:
+      s = st.shape[axis]
+      parts = (1, 1) if s == 1 else (s // amt, amt)  # type: ignore[operator]
+      return st.reshape(st.shape[:axis] + parts + st.shape[axis + 1:])
+    self.ast = _map_sts(self.ast, split)
+    if (r := self.reduceop) is not None:  # the reduce's axes move along, and an unrolled reduce axis is reduced too
+      axes = tuple(a + (a > axis) for a in r.arg) + ((axis + 1,) if new_kind == UNROLL else ())
+      self.ast = _replace(self.ast, r, LazyOp(r.op, r.src, tuple(sorted(axes))))
+    self.kinds = self.kinds[:axis + 1] + (new_kind,) + self.kinds[axis + 1:]
+
+  def apply_opt(self, opt: Opt) -> None:
+    shape, kinds = self.full_shape, self.kinds
+    if opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.TC):
+      if not self.renderer.has_local:
+        raise KernelOptError(f"{opt}: renderer {type(self.renderer).__name__} has no local memory")
+      raise KernelOptError(f"{opt} is not implemented for renderers with local memory yet")
+    if opt.op is OptOps.NOLOCALS:
+      self.applied_opts.append(opt)
+      return
+    if opt.axis is None or not 0 <= opt.axis < len(shape):
+      raise KernelOptError(f"{opt}: axis out of range for the kernel shape {shape}")
+    size = shape[opt.axis]
+    if not isinstance(size, int):
+      raise KernelOptError(f"{opt}: axis {opt.axis} has the symbolic size {size}")
+    amt = opt.amt if opt.amt != 0 else size
+    if opt.op is OptOps.PADTO:
+      if kinds[opt.axis] != GLOBAL:
+        raise KernelOptError(f"{opt}: only output (global) axes can be padded: the padding is computed but never stored")
+      if amt <= 0:
+        raise KernelOptError(f"{opt}: pad to a positive multiple")
+      new = -(-size // amt) * amt
+      if new != size:
+        self.ast = _map_sts(self.ast, lambda st: st.pad(tuple((0, new - size) if i == opt.axis else (0, 0) for i in range(len(st.shape)))))
+      self.applied_opts.append(opt)
+      return
+    want = {OptOps.UPCAST: GLOBAL, OptOps.UNROLL: REDUCE}[opt.op]
+    if kinds[opt.axis] != want:
+      raise KernelOptError(f"{opt}: axis {opt.axis} is a {dict(g='global', r='reduce', u='upcast', n='unroll')[kinds[opt.axis]]} axis, "
+                           f"{opt.op.name} needs a {'global' if want == GLOBAL else 'reduce'} one")
+    if amt <= 1 or size % amt:
+      raise KernelOptError(f"{opt}: {amt} must be > 1 and divide the axis size {size}")
+    unrolled = prod(s for s, k in zip(shape, kinds) if k in (UPCAST, UNROLL) and isinstance(s, int)) * amt
+    if unrolled > MAX_UNROLLED:
+      raise KernelOptError(f"{opt}: {unrolled} unrolled copies is more than {MAX_UNROLLED}")
+    self._split(opt.axis, amt, UPCAST if opt.op is OptOps.UPCAST else UNROLL)
+    self.applied_opts.append(opt)
+
+  def apply_opts(self, opts: list[Opt]) -> Kernel:
+    for o in opts:
+      self.apply_opt(o)
+    return self
+
+  def hand_coded_optimizations(self) -> Kernel:
+    """Unroll what a CPU keeps in registers: a 4x4 tile of outputs for matmul-like reductions (an output axis
+    that some input broadcasts), 4 reduce elements per iteration, and 4 outputs per iteration elsewhere."""
+    if getenv("NOOPT", 0):
+      return self
+    shape = self.full_shape
+    sts = [op.arg.st for op in self.ast.lazyops() if op.op is BufferOps.LOAD]
+    reduce_axes = [i for i, k in enumerate(self.kinds) if k == REDUCE]
+    globals_ = [i for i, k in enumerate(self.kinds) if k == GLOBAL and isinstance(shape[i], int)]
+    if reduce_axes:
+      # output axes that an input broadcasts (stride 0): upcasting them reuses that input's loads
+      broadcast = [i for i in globals_ if any(st.real_strides()[i] == 0 for st in sts)]
+      for i in sorted(broadcast, reverse=True)[:2]:
+        self._try(Opt(OptOps.UPCAST, i, 4))
+      r = next((i for i, k in zip(range(len(self.kinds) - 1, -1, -1), reversed(self.kinds)) if k == REDUCE), None)
+      if r is not None and isinstance(self.full_shape[r], int) and self.full_shape[r] > 4:
+        self._try(Opt(OptOps.UNROLL, r, 4))
+    elif globals_:
+      self._try(Opt(OptOps.UPCAST, globals_[-1], 4))
+    return self
+
+  def _try(self, opt: Opt) -> bool:
+    try:
+      self.apply_opt(opt)
+      return True
+    except KernelOptError:
+      return False
+
+  # ---------- to source ----------
   def linearize(self) -> list[UOp]:
+    self.lowerer = Lowerer(self.ast, self.renderer, self.kinds)
     self.uops = linearize(self.lowerer.lower())
     if DEBUG >= 5:
       for i, u in enumerate(self.uops):
@@ -37,13 +180,21 @@ class Kernel:
   def to_program(self) -> Program:
     uops = self.linearize()
     src = self.renderer.render(self.name, uops)
+    if DEBUG >= 3 and self.applied_opts:
+      print(f"{self.name}: {self.applied_opts}")
     if DEBUG >= 4:
       print(src)
     global_size = tuple(self.lowerer.global_size) if self.renderer.global_ids else ()
-    mem = sum(op.arg.dtype.itemsize * op.arg.st.real_size() for op in self.ast.lazyops() if op.op is BufferOps.LOAD)
-    mem += self.ast.arg.dtype.itemsize * prod(self.ast.arg.st.shape)
+    loads = [op for op in self.ast.lazyops() if op.op is BufferOps.LOAD]
+    mem = sum(op.arg.dtype.itemsize * op.arg.st.real_size() for op in loads) + self.ast.arg.dtype.itemsize * prod(self.ast.arg.st.shape)
     # napkin math for DEBUG=2: one op per ALU/reduce node per point of the iteration space
     ops = prod(self.full_shape) * sum(1 for op in self.ast.lazyops() if op.op not in BufferOps)
     buf_count = len({u.arg for u in uops if u.op is UOps.DEFINE_GLOBAL})
     variables = tuple(u.arg for u in uops if u.op is UOps.DEFINE_VAR)
     return Program(self.name, src, self.renderer.device, global_size, (), variables, buf_count, ops, mem, uops)
+
+
+def _replace(ast: LazyOp, old: LazyOp, new: LazyOp) -> LazyOp:
+  if ast is old or ast == old:
+    return new
+  return LazyOp(ast.op, tuple(_replace(s, old, new) for s in ast.src), ast.arg)

@@ -23,6 +23,8 @@ def linearize(sink: UOp) -> list[UOp]:
   program: list[UOp] = []
   done: set[UOp] = set()
   uses_range: dict[UOp, frozenset[UOp]] = {}
+  graph = sink.toposort()
+  reduces = [x for x in graph if x.op is UOps.REDUCE]
 
   def ranges_of(u: UOp) -> frozenset[UOp]:
     """The loops `u` depends on (a REDUCE doesn't depend on the loops it reduces over)."""
@@ -40,39 +42,48 @@ def linearize(sink: UOp) -> list[UOp]:
     program.append(u)
     done.add(u)
 
+  def visit_reduces(loops: tuple[UOp, ...]) -> None:
+    # every REDUCE over the same loops shares them: one loop nest updates all the accumulators, and the
+    # loads they have in common are done once per iteration (this is what makes UPCAST pay)
+    group = [r for r in reduces if r.src[1:] == loops and r not in done]
+    loop_set = set(loops)
+    for r in group:  # hoist what doesn't depend on these loops
+      for x in r.src[0].toposort():
+        if x not in done and not (ranges_of(x) & loop_set) and x.op is not UOps.RANGE:
+          visit(x)
+    accs = []
+    for r in group:
+      init = _identity(r.arg, r)
+      visit(init)
+      acc = UOp(UOps.DEFINE_ACC, r.dtype, (init,), r)
+      emit(acc)
+      accs.append(acc)
+    for lp in loops:
+      visit(lp)
+    for r in group:
+      visit(r.src[0])
+    for r, acc in zip(group, accs):
+      update = UOp(UOps.ALU, r.dtype, (acc, r.src[0]), r.arg)
+      emit(update)
+      emit(UOp(UOps.ASSIGN, r.dtype, (acc, update)))
+    for lp in reversed(loops):
+      emit(UOp(UOps.ENDRANGE, None, (lp,)))
+    done.update(group)  # after the loops, a REDUCE's value is its accumulator
+
   def visit(u: UOp) -> None:
     if u in done:
       return
     if u.op is UOps.REDUCE:
-      val, loops = u.src[0], u.src[1:]
-      # hoist what doesn't depend on this reduce's loops
-      for x in val.toposort():
-        if x not in done and not (ranges_of(x) & set(loops)) and x.op is not UOps.RANGE:
-          visit(x)
-      assert u.dtype is not None
-      init = _identity(u.arg, u)
-      visit(init)
-      acc = UOp(UOps.DEFINE_ACC, u.dtype, (init,), u)
-      emit(acc)
-      for r in loops:
-        visit(r)
-      visit(val)
-      update = UOp(UOps.ALU, u.dtype, (acc, val), u.arg)
-      emit(update)
-      emit(UOp(UOps.ASSIGN, u.dtype, (acc, update)))
-      for r in reversed(loops):
-        emit(UOp(UOps.ENDRANGE, None, (r,)))
-      # after the loops, users of the REDUCE read the accumulator: renderers name the REDUCE after its DEFINE_ACC
-      done.add(u)
+      visit_reduces(u.src[1:])
       return
     for s in u.src:
       visit(s)
     emit(u)
 
-  outer = sorted({x for x in sink.toposort() if x.op is UOps.RANGE and not x.arg[1]}, key=lambda x: x.arg[0])
-  for u in sorted((x for x in sink.toposort() if x.op is UOps.DEFINE_GLOBAL), key=lambda x: x.arg):
+  outer = sorted({x for x in graph if x.op is UOps.RANGE and not x.arg[1]}, key=lambda x: x.arg[0])
+  for u in sorted((x for x in graph if x.op is UOps.DEFINE_GLOBAL), key=lambda x: x.arg):
     emit(u)  # kernel arguments first: buffers in order, then symbolic sizes by name
-  for u in sorted((x for x in sink.toposort() if x.op is UOps.DEFINE_VAR), key=lambda x: x.arg.expr):
+  for u in sorted((x for x in graph if x.op is UOps.DEFINE_VAR), key=lambda x: x.arg.expr):
     emit(u)
   for r in outer:
     visit(r)

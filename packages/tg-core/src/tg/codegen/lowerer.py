@@ -67,14 +67,28 @@ def _float_to_bf16_bits(x: UOp) -> UOp:
   return (bits + 0x7FFF + lsb).alu(BinaryOps.SHR, UOp.const(dtypes.uint32, 16))
 
 
+# The kind of each axis of a kernel's iteration space (see kernel.py for how optimizations set them)
+GLOBAL, REDUCE, UPCAST, UNROLL = "g", "r", "u", "n"
+
+
+def default_axis_kinds(ast: LazyOp) -> tuple[str, ...]:
+  reduceop = next((op for op in ast.lazyops() if isinstance(op.op, ReduceOps)), None)
+  axes = set(reduceop.arg) if reduceop is not None else set()
+  return tuple(REDUCE if i in axes else GLOBAL for i in range(len(full_shape(ast))))
+
+
 class Lowerer:
-  def __init__(self, ast: LazyOp, renderer: Renderer) -> None:
+  """Lowers one kernel AST. `axis_kinds` says, per axis of the full shape, how it is iterated: a global index
+  (loop or thread id), a reduce loop, or unrolled in place (UPCAST for output axes: one value per element, kept
+  in registers; UNROLL for reduce axes: several elements summed per loop iteration)."""
+
+  def __init__(self, ast: LazyOp, renderer: Renderer, axis_kinds: tuple[str, ...] | None = None) -> None:
     self.ast, self.renderer = ast, renderer
     self.emulate_bf16 = dtypes.bfloat16 in renderer.unsupported_dtypes
-    self.reduceop = next((op for op in ast.lazyops() if op.op in ReduceOps), None)
+    self.reduceop = next((op for op in ast.lazyops() if isinstance(op.op, ReduceOps)), None)
     self.full_shape = full_shape(ast)
-    reduce_axes = set(self.reduceop.arg) if self.reduceop is not None else set()
-    self.global_dims = [i for i in range(len(self.full_shape)) if i not in reduce_axes]
+    self.kinds = axis_kinds if axis_kinds is not None else default_axis_kinds(ast)
+    assert len(self.kinds) == len(self.full_shape), f"axis kinds {self.kinds} for shape {self.full_shape}"
     self.buffers: dict[int, UOp] = {}
 
   def vdt(self, dt: DType) -> DType:
@@ -87,58 +101,67 @@ class Lowerer:
       self.buffers[mb.idx] = UOp(UOps.DEFINE_GLOBAL, dt.ptr(), (), mb.idx)
     return self.buffers[mb.idx]
 
+  def _combos(self, kind: str) -> list[dict[int, Node]]:
+    """Every assignment of constant indices to the axes of `kind` (the unrolled copies)."""
+    axes = [i for i, k in enumerate(self.kinds) if k == kind]
+    out: list[dict[int, Node]] = [{}]
+    for i in axes:
+      size = self.full_shape[i]
+      assert isinstance(size, int), "only concrete axes can be unrolled"
+      out = [{**c, i: NumNode(v)} for c in out for v in range(size)]
+    return out
+
   def lower(self) -> UOp:
     i32 = dtypes.int32
     # the kernel's symbolic sizes are arguments: one DEFINE_VAR per Variable
     self.ctx: dict[Variable, UOp] = {}
     for v in sorted(set().union(*[s.vars() for s in self.full_shape if isinstance(s, Node)]), key=lambda v: v.expr):
       self.ctx[v] = UOp(UOps.DEFINE_VAR, i32, (), v)
-    self.global_idxs: dict[int, Node] = {}
+    self.idx: dict[int, Node] = {}  # index of each global and reduce axis
     self.global_size: list[sint] = []
-    for i in self.global_dims:
-      size = self.full_shape[i]
-      if size == 1:  # a size-1 axis needs no index
-        self.global_idxs[i] = NumNode(0)
-        continue
-      n = len(self.global_size)
-      self.global_size.append(size)
-      var = self.global_idxs[i] = Variable(f"__gidx{n}", 0, (size if isinstance(size, int) else size.max) - 1)
-      if self.renderer.global_ids:
-        self.ctx[var] = UOp(UOps.SPECIAL, i32, (), (f"gidx{n}", n, size))
-      else:
-        self.ctx[var] = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), node_to_uop(size, self.ctx)), (n, False))
-    self.reduce_idxs: dict[int, Node] = {}
     self.reduce_ranges: list[UOp] = []
-    if self.reduceop is not None:
-      for i in sorted(self.reduceop.arg):
-        size = self.full_shape[i]
-        if size == 1:  # a size-1 axis needs no loop
-          self.reduce_idxs[i] = NumNode(0)
-          continue
-        n = len(self.reduce_ranges)
-        var = self.reduce_idxs[i] = Variable(f"__ridx{n}", 0, (size if isinstance(size, int) else size.max) - 1)
-        self.ctx[var] = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), node_to_uop(size, self.ctx)), (len(self.global_size) + n, True))
-        self.reduce_ranges.append(self.ctx[var])
-    full_idxs = [self.global_idxs[i] if i in self.global_idxs else self.reduce_idxs[i] for i in range(len(self.full_shape))]
-    out_idxs = [self.global_idxs.get(i, NumNode(0)) for i in range(len(self.full_shape))]
-    self.idxs: dict[str, list[Node]] = {"full": full_idxs, "out": out_idxs}
+    for i, (size, kind) in enumerate(zip(self.full_shape, self.kinds)):
+      if kind not in (GLOBAL, REDUCE):
+        continue
+      if size == 1:  # a size-1 axis needs no index
+        self.idx[i] = NumNode(0)
+        continue
+      top = (size if isinstance(size, int) else size.max) - 1
+      if kind == GLOBAL:
+        n = len(self.global_size)
+        self.global_size.append(size)
+        var = self.idx[i] = Variable(f"__gidx{n}", 0, top)
+        if self.renderer.global_ids:
+          self.ctx[var] = UOp(UOps.SPECIAL, i32, (), (f"gidx{n}", n, size))
+        else:
+          self.ctx[var] = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), node_to_uop(size, self.ctx)), (n, False))
+      else:
+        var = self.idx[i] = Variable(f"__ridx{len(self.reduce_ranges)}", 0, top)
+        self.reduce_ranges.append(UOp(UOps.RANGE, i32, (UOp.const(i32, 0), node_to_uop(size, self.ctx)), (1000 + len(self.reduce_ranges), True)))
+        self.ctx[var] = self.reduce_ranges[-1]
     store = self.ast
-    val = self._lower(store.src[0], "full" if self.reduceop is None else "out")
     st: ShapeTracker = store.arg.st
-    if st.shape != self.full_shape:
-      st = st.reshape(tuple(1 if i in self.reduce_idxs else s for i, s in enumerate(self.full_shape)))
-    idx = node_to_uop(st.expr_idxs(out_idxs)[0], self.ctx)
-    out_dtype = store.arg.dtype
-    if self.emulate_bf16 and out_dtype == dtypes.bfloat16:
-      val = _float_to_bf16_bits(val).cast(dtypes.uint16)
-    return UOp(UOps.SINK, None, (UOp(UOps.STORE, None, (self.buffer(store.arg), idx, val)),))
+    out_shape = tuple(1 if k in (REDUCE, UNROLL) else s for s, k in zip(self.full_shape, self.kinds))
+    if st.shape != out_shape:
+      st = st.reshape(out_shape)
+    stores = []
+    for upcast in self._combos(UPCAST):
+      out_idxs = [upcast.get(i, self.idx.get(i, NumNode(0))) if k not in (REDUCE, UNROLL) else NumNode(0) for i, k in enumerate(self.kinds)]
+      val = self._lower(store.src[0], out_idxs)
+      nidx, nvalid = st.expr_idxs(out_idxs)
+      idx = node_to_uop(nidx, self.ctx)
+      if self.emulate_bf16 and store.arg.dtype == dtypes.bfloat16:
+        val = _float_to_bf16_bits(val).cast(dtypes.uint16)
+      valid = node_to_uop(nvalid, self.ctx).cast(dtypes.bool)
+      if valid.op is UOps.CONST and not valid.arg:
+        continue  # an unrolled copy that lands wholly in padding (PADTO) stores nothing
+      srcs = (self.buffer(store.arg), idx, val) + (() if valid.op is UOps.CONST else (valid,))
+      stores.append(UOp(UOps.STORE, None, srcs))
+    return UOp(UOps.SINK, None, tuple(stores))
 
-  def _lower(self, op: LazyOp, where: str) -> UOp:
-    idxs = self.idxs[where]
+  def _lower(self, op: LazyOp, idxs: list[Node]) -> UOp:
     if op.op is BufferOps.LOAD or op.op is BufferOps.CONST:
       st: ShapeTracker = op.arg.st
-      if where == "out" and st.shape != tuple(1 if i in self.reduce_idxs else s for i, s in enumerate(self.full_shape)):
-        raise AssertionError(f"load shape {st.shape} does not match the kernel output shape")
       nidx, nvalid = st.expr_idxs(idxs)
       idx, valid = node_to_uop(nidx, self.ctx), node_to_uop(nvalid, self.ctx).cast(dtypes.bool)
       dt = self.vdt(op.arg.dtype)
@@ -153,10 +176,19 @@ class Lowerer:
         ld = UOp(UOps.LOAD, ldt, (buf, idx, valid, UOp.const(ldt, 0)))
       return _bf16_to_float(ld) if ldt != op.arg.dtype else ld
     if isinstance(op.op, ReduceOps):
-      src = self._lower(op.src[0], "full")
       alu = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.PROD: BinaryOps.MUL, ReduceOps.MAX: BinaryOps.MAX}[op.op]
-      return UOp(UOps.REDUCE, src.dtype, (src, *self.reduce_ranges), alu)
-    srcs = [self._lower(s, where) for s in op.src]
+      # inside the reduction: reduce axes take the loop indices, unrolled axes each of their values
+      vals = []
+      for unroll in self._combos(UNROLL):
+        ridxs = [self.idx[i] if k == REDUCE else unroll[i] if k == UNROLL else idxs[i] for i, k in enumerate(self.kinds)]
+        vals.append(self._lower(op.src[0], ridxs))
+      acc = vals[0]
+      for v in vals[1:]:
+        acc = acc.alu(alu, v)
+      if not self.reduce_ranges:  # everything unrolled: no loop left to reduce over
+        return acc
+      return UOp(UOps.REDUCE, acc.dtype, (acc, *self.reduce_ranges), alu)
+    srcs = [self._lower(s, idxs) for s in op.src]
     if op.op is UnaryOps.CAST:
       out = srcs[0].cast(self.vdt(op.arg))
       if self.emulate_bf16 and op.arg == dtypes.bfloat16:  # round to bfloat16's precision, kept in a float32

@@ -78,7 +78,7 @@ def get_runner(device: str, ast: LazyOp) -> CompiledRunner:
       raise RuntimeError(f"device {device} can't run kernels: its plugin has no renderer. Compute on another device and copy.")
     if DEBUG >= 3:
       print(ast)
-    ret = method_cache[key] = CompiledRunner(Kernel(ast, renderer).to_program())
+    ret = method_cache[key] = CompiledRunner(Kernel(ast, renderer).hand_coded_optimizations().to_program())
   return ret
 
 
