@@ -1,0 +1,111 @@
+"""Kernel optimizations change how a kernel iterates, never what it computes: every action, and random
+combinations of actions, give the numbers of the unoptimized kernel."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from tg import Device, Tensor
+from tg.codegen.kernel import Kernel, KernelOptError, Opt, OptOps
+from tg.codegen.lowerer import GLOBAL, REDUCE
+from tg.engine.realize import CompiledRunner
+from tg.engine.schedule import create_schedule
+
+rng = np.random.default_rng(0)
+
+
+def _kernel_and_bufs(t: Tensor):  # type: ignore[no-untyped-def]
+  sched = create_schedule([t.lazydata])
+  assert len(sched) == 1, f"expected one kernel (the inputs are realized), got {len(sched)}"
+  return sched[0].ast, sched[0].bufs
+
+
+def _run(ast, bufs, opts: list[Opt]) -> np.ndarray:  # type: ignore[no-untyped-def]
+  k = Kernel(ast, Device[Device.DEFAULT].renderer).apply_opts(opts)
+  CompiledRunner(k.to_program())([b.ensure_allocated() for b in bufs], {})
+  out = bufs[0]
+  return np.frombuffer(out.as_buffer(), dtype=out.dtype.np).copy()
+
+
+CASES = {
+  "matmul": lambda: Tensor(rng.standard_normal((8, 12)).astype(np.float32)) @ Tensor(rng.standard_normal((12, 16)).astype(np.float32)),
+  "sum_axis": lambda: Tensor(rng.standard_normal((6, 8, 4)).astype(np.float32)).sum(1),
+  "max_axis": lambda: Tensor(rng.standard_normal((4, 12)).astype(np.float32)).max(1),
+  "elementwise": lambda: (Tensor(rng.standard_normal((8, 8)).astype(np.float32)) * 2 + 1).exp(),
+  "conv": lambda: Tensor(rng.standard_normal((1, 2, 6, 6)).astype(np.float32)).conv2d(Tensor(rng.standard_normal((4, 2, 3, 3)).astype(np.float32)), padding=1),
+}
+
+
+def _build(name: str):  # type: ignore[no-untyped-def]
+  return _kernel_and_bufs(CASES[name]())
+
+
+def _valid_opts(ast) -> list[Opt]:  # type: ignore[no-untyped-def]
+  k = Kernel(ast, Device[Device.DEFAULT].renderer)
+  opts = []
+  for axis, (size, kind) in enumerate(zip(k.full_shape, k.kinds)):
+    for amt in (2, 3, 4, 0):
+      if kind == GLOBAL:
+        opts += [Opt(OptOps.UPCAST, axis, amt), Opt(OptOps.PADTO, axis, amt if amt else 8)]
+      if kind == REDUCE:
+        opts.append(Opt(OptOps.UNROLL, axis, amt))
+  out = []
+  for o in opts:
+    try:
+      Kernel(ast, Device[Device.DEFAULT].renderer).apply_opt(o)
+      out.append(o)
+    except KernelOptError:
+      pass
+  return out
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_every_single_opt_matches_unoptimized(name: str) -> None:
+  ast, bufs = _build(name)
+  ref = _run(ast, bufs, [])
+  opts = _valid_opts(ast)
+  assert opts, "some optimization must apply"
+  for o in opts:
+    np.testing.assert_allclose(_run(ast, bufs, [o]), ref, rtol=1e-5, atol=1e-5, err_msg=str(o))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_random_opt_combinations_match_unoptimized(name: str) -> None:
+  ast, bufs = _build(name)
+  ref = _run(ast, bufs, [])
+  r = random.Random(name)
+  for _ in range(6):
+    k = Kernel(ast, Device[Device.DEFAULT].renderer)
+    for _ in range(r.randint(1, 3)):
+      axis = r.randrange(len(k.full_shape))
+      op = r.choice([OptOps.UPCAST, OptOps.UNROLL, OptOps.PADTO])
+      try:
+        k.apply_opt(Opt(op, axis, r.choice([2, 3, 4])))
+      except KernelOptError:
+        pass
+    np.testing.assert_allclose(_run(ast, bufs, k.applied_opts), ref, rtol=1e-5, atol=1e-5, err_msg=str(k.applied_opts))
+
+
+def test_heuristics_match_unoptimized() -> None:
+  for name in CASES:
+    ast, bufs = _build(name)
+    k = Kernel(ast, Device[Device.DEFAULT].renderer).hand_coded_optimizations()
+    np.testing.assert_allclose(_run(ast, bufs, k.applied_opts), _run(ast, bufs, []), rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_bad_opts_raise() -> None:
+  ast, _ = _build("matmul")
+  renderer = Device[Device.DEFAULT].renderer
+  k = Kernel(ast, renderer)
+  g = k.kinds.index(GLOBAL)
+  r = k.kinds.index(REDUCE)
+  for bad in [Opt(OptOps.UPCAST, r, 2), Opt(OptOps.UNROLL, g, 2), Opt(OptOps.UPCAST, g, 5), Opt(OptOps.UPCAST, 99, 2),
+              Opt(OptOps.PADTO, r, 4), Opt(OptOps.UPCAST, g, 1)]:
+    with pytest.raises(KernelOptError):
+      Kernel(ast, renderer).apply_opt(bad)
+  if not renderer.has_local:
+    for op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.TC):
+      with pytest.raises(KernelOptError, match="local"):
+        Kernel(ast, renderer).apply_opt(Opt(op, g, 2))
