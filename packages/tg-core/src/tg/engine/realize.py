@@ -14,7 +14,7 @@ from typing import Any
 from tg.codegen.kernel import Kernel
 from tg.device import Buffer, Device
 from tg.engine.schedule import ScheduleItem
-from tg.helpers import DEBUG, GlobalCounters, colored
+from tg.helpers import DEBUG, GlobalCounters, colored, getenv
 from tg.ops import LazyOp, MetaOps
 from tg.renderer import Program
 from tg.shape.symbolic import Variable, sint, sym_infer
@@ -70,7 +70,8 @@ class EmptyOp(Runner):
 method_cache: dict[tuple[str, LazyOp], CompiledRunner] = {}
 
 
-def get_runner(device: str, ast: LazyOp) -> CompiledRunner:
+def get_runner(device: str, ast: LazyOp, bufs: list[Buffer] | None = None, var_vals: dict[Variable, int] | None = None) -> CompiledRunner:
+  """The compiled kernel for `ast`: optimized by BEAM search (BEAM=n, timed on `bufs`) or by the heuristics."""
   key = (device, ast)
   if (ret := method_cache.get(key)) is None:
     renderer = Device[device].renderer
@@ -78,7 +79,13 @@ def get_runner(device: str, ast: LazyOp) -> CompiledRunner:
       raise RuntimeError(f"device {device} can't run kernels: its plugin has no renderer. Compute on another device and copy.")
     if DEBUG >= 3:
       print(ast)
-    ret = method_cache[key] = CompiledRunner(Kernel(ast, renderer).hand_coded_optimizations().to_program())
+    k = Kernel(ast, renderer)
+    if (beam := getenv("BEAM", 0)) >= 1 and bufs is not None:
+      from tg.engine.search import beam_search
+      k = beam_search(k, bufs, beam, var_vals)
+    else:
+      k.hand_coded_optimizations()
+    ret = method_cache[key] = CompiledRunner(k.to_program())
   return ret
 
 
@@ -113,7 +120,7 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
     return ExecItem(BufferCopy(si.ast.arg, si.bufs[0].device, si.bufs[1].device), list(si.bufs))
   if si.ast.op is MetaOps.EMPTY:
     return ExecItem(EmptyOp(si.bufs[0]), list(si.bufs))
-  return ExecItem(get_runner(si.outputs[0].device, si.ast), list(si.bufs))
+  return ExecItem(get_runner(si.outputs[0].device, si.ast, list(si.bufs), si.var_vals), list(si.bufs))
 
 
 _capture_stack: list[list[tuple[ExecItem, dict[Variable, int]]]] = []

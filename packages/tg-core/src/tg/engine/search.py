@@ -1,0 +1,94 @@
+"""BEAM search over kernel optimizations (`BEAM=n`): try actions, time each candidate on the device,
+keep the n fastest, repeat until nothing gets faster. Candidates compile in parallel processes; the
+choice is cached on disk, keyed by the kernel's AST and the device, so a second run searches nothing.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import time
+
+from tg.codegen.kernel import Kernel, KernelOptError, Opt, OptOps
+from tg.codegen.lowerer import GLOBAL, REDUCE
+from tg.device import Buffer, Compiler, Device
+from tg.helpers import DEBUG, diskcache_get, diskcache_put, getenv
+from tg.shape.symbolic import Variable
+
+ACTIONS = [Opt(op, axis, amt) for axis in range(8) for amt in (2, 3, 4, 8) for op in (OptOps.UPCAST, OptOps.UNROLL)] + \
+          [Opt(OptOps.PADTO, axis, 4) for axis in range(8)]
+
+
+def _candidates(k: Kernel) -> list[Kernel]:
+  out = []
+  for opt in ACTIONS:
+    if opt.axis is not None and opt.axis >= len(k.kinds):
+      continue
+    if opt.axis is not None and k.kinds[opt.axis] not in (GLOBAL, REDUCE):
+      continue
+    c = k.copy()
+    try:
+      c.apply_opt(opt)
+    except KernelOptError:
+      continue
+    out.append(c)
+  return out
+
+
+def _compile(args: tuple[Compiler, str]) -> bytes | None:
+  compiler, src = args
+  try:
+    return compiler.compile_cached(src)
+  except Exception:  # a candidate that doesn't compile is just not chosen
+    return None
+
+
+def _time(k: Kernel, lib: bytes, bufs: list[Buffer], var_vals: dict[Variable, int], runs: int = 3) -> float:
+  dev = Device[bufs[0].device]
+  assert dev.runtime is not None
+  p = k.to_program() if not hasattr(k, "_program") else k._program  # type: ignore[attr-defined]
+  prg = dev.runtime(p.function_name, lib)
+  global_size, local_size = p.launch_dims(var_vals)
+  vals = tuple(var_vals[v] for v in p.vars)
+  best = float("inf")
+  for _ in range(runs):
+    st = time.perf_counter()
+    prg(*[b._buf for b in bufs], global_size=global_size, local_size=local_size, vals=vals, wait=True)
+    best = min(best, time.perf_counter() - st)
+  return best
+
+
+def beam_search(k: Kernel, bufs: list[Buffer], amt: int, var_vals: dict[Variable, int] | None = None) -> Kernel:
+  var_vals = var_vals or {}
+  key = (k.ast, k.renderer.device, amt)
+  if (cached := diskcache_get("beam_search", key)) is not None:
+    return k.copy().apply_opts(cached)
+  dev = Device[bufs[0].device]
+  assert dev.compiler is not None
+  # time on a scratch output: the real output (maybe also an input, for in-place writes) keeps its data
+  scratch = [Buffer(bufs[0].device, bufs[0].size, bufs[0].dtype).ensure_allocated()] + [b.ensure_allocated() for b in bufs[1:]]
+  workers = getenv("BEAM_WORKERS", multiprocessing.cpu_count())
+  ctx = multiprocessing.get_context("fork")
+  beam: list[tuple[Kernel, float]] = []
+  with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    def timed(ks: list[Kernel]) -> list[tuple[Kernel, float]]:
+      progs = []
+      for c in ks:
+        try:
+          c._program = c.to_program()  # type: ignore[attr-defined]
+          progs.append(c)
+        except Exception:  # a candidate that can't be rendered isn't a candidate
+          continue
+      libs = list(pool.map(_compile, [(dev.compiler, c._program.src) for c in progs]))  # type: ignore[attr-defined]
+      return [(c, _time(c, lib, scratch, var_vals)) for c, lib in zip(progs, libs) if lib is not None]
+    beam = timed([k.copy()])
+    while True:
+      candidates = timed([c for base, _ in beam for c in _candidates(base)])
+      best = sorted(beam + candidates, key=lambda x: x[1])[:amt]
+      if DEBUG >= 2:
+        print(f"BEAM {k.name}: {len(candidates)} candidates, best {best[0][1] * 1e6:.1f} us with {best[0][0].applied_opts}")
+      if best[0][1] >= beam[0][1] * 0.98:  # nothing got faster: done
+        break
+      beam = best
+  winner = beam[0][0]
+  diskcache_put("beam_search", key, winner.applied_opts)
+  return k.copy().apply_opts(winner.applied_opts)
