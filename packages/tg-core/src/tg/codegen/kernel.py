@@ -18,6 +18,7 @@ from enum import Enum, auto
 
 from tg.codegen.linearize import linearize
 from tg.codegen.lowerer import GLOBAL, REDUCE, UNROLL, UPCAST, Lowerer, default_axis_kinds, full_shape
+from tg.codegen.transcendental import rewrite_transcendentals
 from tg.codegen.uops import UOp, UOps
 from tg.helpers import DEBUG, getenv, prod, to_function_name
 from tg.ops import BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps
@@ -141,8 +142,10 @@ class Kernel:
     return self
 
   def hand_coded_optimizations(self) -> Kernel:
-    """Unroll what a CPU keeps in registers: a 4x4 tile of outputs for matmul-like reductions (an output axis
-    that some input broadcasts), 4 reduce elements per iteration, and 4 outputs per iteration elsewhere."""
+    """Unroll what a CPU keeps in registers. For a matmul-like reduction (output axes that an input broadcasts):
+    a 16 x 8 tile of outputs, so each loaded element feeds many multiply-adds and the 16 run as one vector
+    (measured on a 512 matmul: 4x4 tiles 23 GFLOP/s, 16x8 154, 32x8 209); for other reductions 4 elements per
+    iteration; for elementwise kernels 4 outputs per iteration."""
     if getenv("NOOPT", 0):
       return self
     shape = self.full_shape
@@ -151,12 +154,13 @@ class Kernel:
     globals_ = [i for i, k in enumerate(self.kinds) if k == GLOBAL and isinstance(shape[i], int)]
     if reduce_axes:
       # output axes that an input broadcasts (stride 0): upcasting them reuses that input's loads
-      broadcast = [i for i in globals_ if any(st.real_strides()[i] == 0 for st in sts)]
-      for i in sorted(broadcast, reverse=True)[:2]:
-        self._try(Opt(OptOps.UPCAST, i, 4))
-      r = next((i for i, k in zip(range(len(self.kinds) - 1, -1, -1), reversed(self.kinds)) if k == REDUCE), None)
-      if r is not None and isinstance(self.full_shape[r], int) and self.full_shape[r] > 4:
-        self._try(Opt(OptOps.UNROLL, r, 4))
+      broadcast = sorted((i for i in globals_ if any(st.real_strides()[i] == 0 for st in sts)), reverse=True)[:2]
+      for i, amts in zip(broadcast, ((16, 8, 4), (8, 4, 2))):
+        any(self._try(Opt(OptOps.UPCAST, i, amt)) for amt in amts)
+      if not broadcast:
+        r = max(reduce_axes)
+        if isinstance(shape[r], int) and shape[r] > 4:
+          self._try(Opt(OptOps.UNROLL, r, 4))
     elif globals_:
       self._try(Opt(OptOps.UPCAST, globals_[-1], 4))
     return self
@@ -171,7 +175,10 @@ class Kernel:
   # ---------- to source ----------
   def linearize(self) -> list[UOp]:
     self.lowerer = Lowerer(self.ast, self.renderer, self.kinds)
-    self.uops = linearize(self.lowerer.lower())
+    sink = self.lowerer.lower()
+    # transcendental fallback: ops the renderer can't compute become basic ALU ops (kernels without them are untouched)
+    sink = rewrite_transcendentals(sink, self.renderer.transcendental_fallback)
+    self.uops = linearize(sink)
     if DEBUG >= 5:
       for i, u in enumerate(self.uops):
         print(f"{i:4d} {u.op!s:20s} {u.dtype!s:20s} {[self.uops.index(s) if s in self.uops else s.op for s in u.src]} {u.arg!r}")
