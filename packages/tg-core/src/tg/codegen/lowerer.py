@@ -50,7 +50,8 @@ def node_to_uop(node: sint, ctx: dict[Variable, UOp]) -> UOp:
 
 def full_shape(ast: LazyOp) -> tuple[sint, ...]:
   """The iteration space: the shape every load is indexed in (the reduce input's shape, if any)."""
-  for op in ast.lazyops():
+  reduceop = next((op for op in ast.lazyops() if isinstance(op.op, ReduceOps)), None)
+  for op in (reduceop.src[0] if reduceop is not None else ast).lazyops():
     if op.op in (BufferOps.LOAD, BufferOps.CONST):
       return op.arg.st.shape  # type: ignore[no-any-return]
   return ast.arg.st.shape  # type: ignore[no-any-return]

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tg.device import Buffer
-from tg.helpers import prod
+from tg.helpers import getenv, prod
 from tg.lazy import LazyBuffer
-from tg.ops import BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, UnaryOps
+from tg.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, TernaryOps, UnaryOps
 from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import Variable
 
@@ -43,11 +43,31 @@ def _expands(st: ShapeTracker) -> bool:
   return any(st_ == 0 and s != 1 for v in st.views for s, st_ in zip(v.shape, v.strides))
 
 
-def _needs_realize(outs: list[LazyBuffer]) -> list[LazyBuffer]:
-  """Every unrealized base that gets a buffer, in an order where sources come before users."""
+def _fusion_target(r: LazyBuffer, children: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]],
+                   realize: dict[LazyBuffer, None]) -> LazyBuffer | None:
+  """The kernel that can compute reduction `r` along with its elementwise users: follow single users, read
+  element for element (same size, in order), up to one that gets a buffer. None when there is none."""
+  x = r
+  while True:
+    users = children.get(x, [])
+    if len(users) != 1:
+      return None
+    consumer, view = users[0]
+    if not isinstance(consumer.op, (UnaryOps, BinaryOps, TernaryOps)) or not view.st.contiguous or view.size != r.size:
+      return None
+    if consumer in realize:
+      return consumer
+    x = consumer
+
+
+def _needs_realize(outs: list[LazyBuffer]) -> tuple[list[LazyBuffer], dict[LazyBuffer, LazyBuffer]]:
+  """Every unrealized base that gets a buffer, in an order where sources come before users; and the
+  reductions fused into the kernel of an elementwise user."""
   realize: dict[LazyBuffer, None] = {}
   visited: set[LazyBuffer] = set()
   out_bases = {o.base for o in outs}
+  children: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]] = {}  # base -> (consumer base, the view it reads)
+  fused: dict[LazyBuffer, LazyBuffer] = {}  # kernel base -> the reduction it computes too
 
   def visit(x: LazyBuffer) -> None:
     b = x.base
@@ -63,12 +83,20 @@ def _needs_realize(outs: list[LazyBuffer]) -> list[LazyBuffer]:
     visited.add(b)
     for s in b.srcs:
       visit(s)
+      children.setdefault(s.base, []).append((b, s))
       if b.op is MetaOps.COPY and s.base.realized is None:
         realize[s.base] = None  # a copy moves whole buffers
-    if b in out_bases or b.forced_realize or isinstance(b.op, ReduceOps):
+    if b in out_bases or b.forced_realize:
       realize[b] = None
   for o in outs:
     visit(o)
+  # a reduction gets its own buffer, unless its one consumer is an elementwise op of the reduction's shape
+  # that has a kernel anyway: then that kernel computes the reduction and the op in one (e.g. conv + bias + relu)
+  for b in [b for b in visited if isinstance(b.op, ReduceOps)]:
+    if b in realize or not getenv("FUSE_REDUCE", 1) or (k := _fusion_target(b, children, realize)) is None or k in fused:
+      realize[b] = None
+    else:
+      fused[k] = b
   # `realize` was filled in discovery order; put each base after the bases it reads
   order: dict[LazyBuffer, None] = {}
 
@@ -83,14 +111,14 @@ def _needs_realize(outs: list[LazyBuffer]) -> list[LazyBuffer]:
   seen: set[LazyBuffer] = set()
   for b in realize:
     place(b, seen)
-  return list(order)
+  return list(order), fused
 
 
 class _KernelBuilder:
   """Builds the AST of the kernel that computes `out` (a base), inlining every unrealized elementwise source."""
 
-  def __init__(self, out: LazyBuffer, realized: set[LazyBuffer]) -> None:
-    self.out, self.realized = out, realized
+  def __init__(self, out: LazyBuffer, realized: set[LazyBuffer], fused: LazyBuffer | None = None) -> None:
+    self.out, self.realized, self.fused = out, realized, fused
     self.bufs: list[Buffer] = [out.buffer]
     self.buf_index: dict[LazyBuffer, int] = {}
     self.memo: dict[tuple[LazyBuffer, ShapeTracker | None], LazyOp] = {}
@@ -124,7 +152,8 @@ class _KernelBuilder:
     elif b.op in (MetaOps.CONTIGUOUS, MetaOps.ASSIGN):
       ret = self.value(b.srcs[0], st)
     elif isinstance(b.op, ReduceOps):
-      assert b is self.out and top is None, "a reduction is only computed by its own kernel"
+      # its own kernel's reduction, or one fused into the elementwise op that consumes it (same shape, read in order)
+      assert b is self.out or st.contiguous, "a fused reduction is read element for element"
       ret = LazyOp(b.op, (self.value(b.srcs[0], None),), b.arg)
     elif b.op in (UnaryOps.CAST, UnaryOps.BITCAST):
       ret = LazyOp(b.op, (self.value(b.srcs[0], st),), b.arg)
@@ -136,13 +165,16 @@ class _KernelBuilder:
 
   def build(self) -> ScheduleItem:
     b = self.out
-    val = self.value(b, None)
-    ast = LazyOp(BufferOps.STORE, (val,), MemBuffer(0, b.dtype, self.unbound(ShapeTracker.from_shape(b.shape))))
+    # with a fused reduction the kernel iterates in the reduction's output shape (reduced axes kept as 1s)
+    top = ShapeTracker.from_shape(b.shape).reshape(self.fused.shape) if self.fused is not None and self.fused.shape != b.shape else None
+    val = self.value(b, top)
+    out_st = ShapeTracker.from_shape(b.shape) + top if top is not None else ShapeTracker.from_shape(b.shape)
+    ast = LazyOp(BufferOps.STORE, (val,), MemBuffer(0, b.dtype, self.unbound(out_st)))
     return ScheduleItem(ast, tuple(self.bufs), self.var_vals)
 
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
-  bases = _needs_realize(outs)
+  bases, fused = _needs_realize(outs)
   realized = set(bases)
   items: dict[LazyBuffer, ScheduleItem] = {}
   reads: dict[LazyBuffer, set[LazyBuffer]] = {}  # which bases each item loads
@@ -154,12 +186,30 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     elif b.op is MetaOps.EMPTY:
       items[b], reads[b] = ScheduleItem(LazyOp(MetaOps.EMPTY), (b.buffer,)), set()
     else:
-      builder = _KernelBuilder(b, realized)
+      builder = _KernelBuilder(b, realized, fused.get(b))
       items[b], reads[b] = builder.build(), set(builder.buf_index)
   schedule = _order(items, reads)
+  schedule = _keep_old_values(schedule, items, realized)
   for b in bases:  # the schedule now owns the work: drop the graph so memory is freed as it runs
     b.op, b.srcs = None, ()
   return schedule
+
+
+def _keep_old_values(schedule: list[ScheduleItem], items: dict[LazyBuffer, ScheduleItem], realized: set[LazyBuffer]) -> list[ScheduleItem]:
+  """An in-place ASSIGN overwrites its target's buffer. If something not computed in this schedule still reads
+  the old value (a loss computed lazily before an optimizer step, a view a user holds), the old value moves
+  to a buffer of its own first, so every lazy value keeps meaning what it meant when it was built."""
+  out = list(schedule)
+  for a, si in items.items():
+    if a.op is not MetaOps.ASSIGN:
+      continue
+    old = a.srcs[1].base
+    if not any(r is not a and r.base.realized is None and r.base not in realized for r in list(old.readers)):
+      continue
+    keep = Buffer(old.buffer.device, old.buffer.size, old.buffer.dtype)
+    out.insert(out.index(si), ScheduleItem(LazyOp(MetaOps.COPY, (), keep.nbytes), (keep, old.buffer)))
+    old.buffer = keep
+  return out
 
 
 def _order(items: dict[LazyBuffer, ScheduleItem], reads: dict[LazyBuffer, set[LazyBuffer]]) -> list[ScheduleItem]:

@@ -1,0 +1,56 @@
+"""Run every benchmark in one process and print one summary table.
+
+  python bench/run_all.py            # small defaults (matmul N=1024): about 1-2 minutes on 2 cores
+  python bench/run_all.py --quick    # smaller sizes, fewer repetitions: under a minute
+  python bench/run_all.py --only matmul conv2d
+
+For numpy at full speed on a machine that sets OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (see bench/README.md):
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/run_all.py
+"""
+from __future__ import annotations
+
+import argparse
+import time
+import traceback
+
+import benchlib as bl  # sorts first: sets thread counts before numpy/torch load
+import conv2d
+import elementwise
+import jit_replay
+import matmul
+import mlp_adam
+
+BENCHMARKS = {"matmul": matmul.run, "conv2d": conv2d.run, "elementwise": elementwise.run, "mlp_adam": mlp_adam.run, "jit_replay": jit_replay.run}
+
+
+def main() -> None:
+  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--quick", action="store_true", help="smaller sizes and fewer repetitions (under a minute)")
+  p.add_argument("--only", nargs="+", choices=list(BENCHMARKS), help="run only these benchmarks")
+  args = p.parse_args()
+  mode = "quick" if args.quick else "small"
+  bl.print_env()
+  print(f"mode: {mode}")
+  rows: list[bl.Row] = []
+  failed: list[str] = []
+  st = time.perf_counter()
+  for name, run in BENCHMARKS.items():
+    if args.only and name not in args.only:
+      continue
+    print(f"\n######## {name} ########")
+    t0 = time.perf_counter()
+    try:
+      rows += run(mode)
+    except Exception as e:  # one broken benchmark (tg is edited concurrently) must not hide the others
+      traceback.print_exc()
+      failed.append(f"{name} ({type(e).__name__}: {e})")
+    print(f"({name}: {time.perf_counter() - t0:.1f} s)")
+  if rows:
+    bl.print_table(rows, f"summary, tg on {bl.Device.DEFAULT}, mode {mode}")
+  for f in failed:
+    print(f"FAILED: {f}")
+  print(f"total {time.perf_counter() - st:.1f} s; {bl.load_note()}")
+
+
+if __name__ == "__main__":
+  main()
