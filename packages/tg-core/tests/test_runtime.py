@@ -109,3 +109,21 @@ def test_global_counters_count_kernels() -> None:
   GlobalCounters.reset()
   (a + 1).realize()
   assert GlobalCounters.kernel_count == 1 and GlobalCounters.global_ops > 0
+
+
+def test_profile_writes_a_chrome_trace(tmp_path) -> None:  # type: ignore[no-untyped-def]
+  import json
+  path = tmp_path / "trace.json"
+  out = run_py(PROGRAM, PROFILE="1", PROFILE_PATH=str(path))
+  assert out.returncode == 0, out.stderr
+  events = json.loads(path.read_text())["traceEvents"]
+  assert events and all(e["ph"] == "X" and e["dur"] >= 0 and e["pid"] == Device.DEFAULT for e in events)
+
+
+def test_graph_writes_the_lazy_graph(tmp_path) -> None:  # type: ignore[no-untyped-def]
+  path = tmp_path / "graph.dot"
+  out = run_py("from tg import Tensor; (Tensor([[1.0, 2.0]]).softmax(1) * 2).realize()", GRAPH="1", GRAPH_PATH=str(path))
+  assert out.returncode == 0, out.stderr
+  dot = path.read_text()
+  assert dot.startswith("digraph tg") and "MAX" in dot and "SUM" in dot and "->" in dot
+  assert "GRAPH: wrote" in out.stdout

@@ -13,6 +13,7 @@ from typing import Any
 
 from tg.codegen.kernel import Kernel
 from tg.device import Buffer, Device
+from tg.engine import profile
 from tg.engine.schedule import ScheduleItem
 from tg.helpers import DEBUG, GlobalCounters, colored, getenv
 from tg.ops import LazyOp, MetaOps
@@ -98,7 +99,12 @@ class ExecItem:
     var_vals = var_vals or {}
     for b in self.bufs:
       b.ensure_allocated()
-    et = self.prg(self.bufs, var_vals, wait=DEBUG >= 2)
+    profiling = profile.enabled()
+    st = time.perf_counter()
+    et = self.prg(self.bufs, var_vals, wait=DEBUG >= 2 or profiling)
+    if profiling:
+      profile.record(self.prg.display_name, self.prg.device, st, et if et is not None else time.perf_counter() - st,
+                     {"bufs": len(self.bufs), "ops": str(self.prg.op_estimate), "mem": str(self.prg.mem_estimate)})
     op_estimate, mem_estimate = sym_infer(self.prg.op_estimate, var_vals), sym_infer(self.prg.mem_estimate, var_vals)
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += op_estimate

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tg.device import Buffer
+from tg.engine import graphviz
 from tg.helpers import getenv, prod
 from tg.lazy import LazyBuffer
 from tg.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, TernaryOps, UnaryOps
@@ -188,6 +189,8 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     else:
       builder = _KernelBuilder(b, realized, fused.get(b))
       items[b], reads[b] = builder.build(), set(builder.buf_index)
+  if graphviz.enabled():
+    graphviz.add_schedule(reads)
   schedule = _order(items, reads)
   schedule = _keep_old_values(schedule, items, realized)
   for b in bases:  # the schedule now owns the work: drop the graph so memory is freed as it runs
