@@ -20,7 +20,8 @@ CORE = "packages/tg-core"
 TOY = "packages/tg-core/tests/plugins/tg-toy"
 # backend name -> (device, package dir or None for devices built into tg-core)
 BACKENDS = {"python": ("PYTHON", None), "clang": ("CLANG", "packages/tg-clang")}
-TEST_DEPS = ["pytest", "hypothesis", "torch==2.13.0"]
+# test-only references: torch for gradients, safetensors and gguf for the file formats tg reads and writes
+TEST_DEPS = ["pytest", "hypothesis", "torch==2.13.0", "safetensors", "gguf"]
 
 
 @nox.session
