@@ -12,7 +12,7 @@ from tg.device import Buffer, Device
 from tg.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
 from tg.engine.realize import run_schedule
 from tg.engine.schedule import create_schedule
-from tg.helpers import argfix, make_pair, prod
+from tg.helpers import argfix, prod
 from tg.lazy import LazyBuffer
 from tg.ops import MetaOps
 from tg.shape.symbolic import Node, bound_value, sint
@@ -589,32 +589,6 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     if n <= s:
       return self.shrink(tuple((0, n) if i == axis else None for i in range(self.ndim)))
     return self.pad(tuple((0, n - s) if i == axis else None for i in range(self.ndim)))
-
-  def _pool(self, k_: tuple[int, ...], stride: int | tuple[int, ...] = 1, dilation: int | tuple[int, ...] = 1) -> Tensor:
-    """Sliding windows over the last len(k_) axes: (*rest, *in) -> (*rest, *out, *k_), with movement ops only.
-
-    Along one axis of length i, the tensor repeated end to end and read in rows of i+d puts element
-    j*d + t at (row j, column t): row j is the window offset by j*d. Taking every s-th column
-    gives the strided window starts."""
-    n = len(k_)
-    s_, d_ = make_pair(stride, n), make_pair(dilation, n)
-    pre = self.shape[:-n]
-    i_ = [i for i in self.shape[-n:] if isinstance(i, int)]
-    if len(i_) != n:
-      raise NotImplementedError("pooling over symbolic axes")
-    o_ = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(i_, k_, s_, d_)]
-    if any(o <= 0 for o in o_):
-      raise ValueError(f"kernel {k_} with dilation {d_} is larger than the input {i_}")
-    x = self.repeat([1] * len(pre) + [-(-k * (i + d) // i) for i, k, d in zip(i_, k_, d_)])
-    for j, (i, k, d) in enumerate(zip(i_, k_, d_)):
-      x = x._resize_axis(len(pre) + j, k * (i + d))
-    x = x.reshape(pre + tuple(v for i, k, d in zip(i_, k_, d_) for v in (k, i + d)))
-    for j, (o, s) in enumerate(zip(o_, s_)):
-      x = x._resize_axis(len(pre) + 2 * j + 1, o * s)
-    x = x.reshape(pre + tuple(v for k, o, s in zip(k_, o_, s_) for v in (k, o, s)))
-    x = x.shrink(tuple([None] * len(pre) + [r for _ in k_ for r in (None, None, (0, 1))]))
-    x = x.reshape(pre + tuple(v for k, o in zip(k_, o_) for v in (k, o)))
-    return x.permute(tuple(range(len(pre))) + tuple(len(pre) + 2 * j + 1 for j in range(n)) + tuple(len(pre) + 2 * j for j in range(n)))
 
   def pad2d(self, padding: Sequence[int], value: float = 0.0) -> Tensor:
     """Pad the last len(padding)//2 axes; padding is (left, right, top, bottom, ...) from the last axis back."""

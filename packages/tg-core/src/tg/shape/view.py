@@ -150,6 +150,25 @@ def _same_size(a: tuple[sint, ...], b: tuple[sint, ...]) -> bool:
     return False
 
 
+def _axis_groups(old: list[int], new: list[int]) -> list[tuple[int, int, int, int]]:
+  """Match runs of old axes to runs of new axes with equal products: (old start, old end, new start, new end)."""
+  groups = []
+  oi = ni = 0
+  while ni < len(new) and oi < len(old):
+    np_, op_ = new[ni], old[oi]
+    nj, oj = ni + 1, oi + 1
+    while np_ != op_:
+      if np_ < op_:
+        np_ *= new[nj]
+        nj += 1
+      else:
+        op_ *= old[oj]
+        oj += 1
+    groups.append((oi, oj, ni, nj))
+    ni, oi = nj, oj
+  return groups
+
+
 def _reshape_mask(mask: tuple[tuple[int, int], ...], old_shape: tuple[int, ...], new_shape: tuple[int, ...]) -> tuple[tuple[int, int], ...] | None:
   """The valid box `mask` of old_shape as a box of new_shape, or None when it isn't one.
 
@@ -160,17 +179,7 @@ def _reshape_mask(mask: tuple[tuple[int, int], ...], old_shape: tuple[int, ...],
   new_idx = [i for i, s in enumerate(new_shape) if s != 1]
   new = [new_shape[i] for i in new_idx]
   out: list[tuple[int, int]] = []
-  oi = ni = 0
-  while ni < len(new) and oi < len(old):
-    np_, op_ = new[ni], old[oi][0]
-    nj, oj = ni + 1, oi + 1
-    while np_ != op_:
-      if np_ < op_:
-        np_ *= new[nj]
-        nj += 1
-      else:
-        op_ *= old[oj][0]
-        oj += 1
+  for oi, oj, ni, nj in _axis_groups([s for s, _ in old], new):
     lo, hi = old[oi][1]
     for s, (b, e) in old[oi + 1:oj]:
       if (b, e) == (0, s):
@@ -189,7 +198,6 @@ def _reshape_mask(mask: tuple[tuple[int, int], ...], old_shape: tuple[int, ...],
         lo, hi = lo % inner, (hi - 1) % inner + 1
       else:
         return None
-    ni, oi = nj, oj
   full = [(0, 1)] * len(new_shape)
   for i, m in zip(new_idx, out):
     full[i] = m
@@ -203,24 +211,13 @@ def _reshape_strides(old_shape: tuple[Any, ...], old_strides: tuple[Any, ...], n
   new_idx = [i for i, s in enumerate(new_shape) if s != 1]
   new = [new_shape[i] for i in new_idx]
   out = [0] * len(new)
-  oi = ni = 0
-  while ni < len(new) and oi < len(old):
-    np_, op_ = new[ni], old[oi][0]
-    nj, oj = ni + 1, oi + 1
-    while np_ != op_:
-      if np_ < op_:
-        np_ *= new[nj]
-        nj += 1
-      else:
-        op_ *= old[oj][0]
-        oj += 1
+  for oi, oj, ni, nj in _axis_groups([s for s, _ in old], new):
     for ok in range(oi, oj - 1):  # the merged old axes must be contiguous with each other
       if old[ok][1] != old[ok + 1][0] * old[ok + 1][1]:
         return None
     out[nj - 1] = old[oj - 1][1]
     for nk in range(nj - 1, ni, -1):
       out[nk - 1] = out[nk] * new[nk]
-    ni, oi = nj, oj
   strides = [0] * len(new_shape)
   for i, st in zip(new_idx, out):
     strides[i] = st
