@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from tg.codegen.uops import UOp
 from tg.dtype import DType, dtypes
+from tg.ops import UnaryOps
 from tg.shape.symbolic import Variable, sint, sym_infer
 
 
@@ -21,6 +22,9 @@ class Renderer:
   supports_float4: bool = False
   # dtypes the device computes in directly; others are emulated by core (bfloat16 through uint16 bits)
   unsupported_dtypes: frozenset[DType] = frozenset()
+  # UnaryOps (EXP2, LOG2, SIN) the device has no instruction for: core expands them into basic ALU ops
+  # (tg.codegen.transcendental) before linearizing, so render() never sees them
+  transcendental_fallback: frozenset[UnaryOps] = frozenset()
 
   def render(self, name: str, uops: list[UOp]) -> str:
     """Source code for one kernel called `name` whose body is the linear program `uops`."""
