@@ -77,3 +77,12 @@ def test_realized_buffer_is_not_recomputed() -> None:
   b = (a.exp() * 2).realize()
   sched = create_schedule([(b + 1).lazydata])
   assert len(sched) == 1 and b.lazydata.base.buffer in sched[0].inputs and a.lazydata.base.buffer not in sched[0].inputs
+
+
+def test_large_reduction_is_split_in_two() -> None:
+  x = rng.random(1 << 16).astype(np.float32)
+  t = Tensor(x).realize()
+  assert kernels(t.sum()) == 2  # partial sums of chunks, then their sum (SPLIT_REDUCEOP_THRESHOLD, default 32768)
+  np.testing.assert_allclose(t.sum().item(), x.astype(np.float64).sum(), rtol=1e-6)
+  assert t.max().item() == x.max()
+  assert kernels(realized(4, 1000).sum(1)) == 1  # small reductions stay one kernel

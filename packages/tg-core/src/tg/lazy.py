@@ -11,7 +11,7 @@ from typing import Any
 
 from tg.device import Buffer, Device
 from tg.dtype import ConstType, DType, dtypes
-from tg.helpers import prod
+from tg.helpers import getenv, prod
 from tg.ops import BinaryOps, MetaOps, Op, ReduceOps, TernaryOps, UnaryOps, exec_alu
 from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import sint
@@ -190,7 +190,28 @@ class LazyBuffer:
       return self.const(self.const_value * prod(self.shape[a] for a in axis), new_shape)
     if self.is_unrealized_const() and op is ReduceOps.MAX:
       return self.const(self.const_value, new_shape)
+    if (split := self._split_reduce(op, axis)) is not None:
+      return split
     return LazyBuffer.metaop(op, new_shape, self.dtype, self.device, axis, (self,))  # type: ignore[arg-type]
+
+  def _split_reduce(self, op: ReduceOps, axis: tuple[int, ...]) -> LazyBuffer | None:
+    """A reduction of at least SPLIT_REDUCEOP elements over one axis becomes two kernels: partial results of
+    chunks, then the reduction of those. The partials can run in parallel, and a sum of sums loses less
+    precision than one long running sum. None when the reduction isn't split."""
+    threshold = getenv("SPLIT_REDUCEOP_THRESHOLD", 32768)
+    if not getenv("SPLIT_REDUCEOP", 1) or len(axis) != 1 or not all(isinstance(s, int) for s in self.shape):
+      return None
+    a = axis[0]
+    n = self.shape[a]
+    assert isinstance(n, int)
+    out_size = prod(s for i, s in enumerate(self.shape) if i != a)
+    if n < threshold or out_size >= 256:  # enough outputs already to keep a device busy
+      return None
+    chunks = next((c for c in (256, 128, 64, 32, 16, 8) if n % c == 0 and n // c >= 256), None)
+    if chunks is None:
+      return None
+    parts = self.reshape(self.shape[:a] + (chunks, n // chunks) + self.shape[a + 1:]).r(op, (a + 1,))
+    return parts.contiguous().r(op, (a,)).reshape(tuple(1 if i == a else s for i, s in enumerate(self.shape)))
 
   # ---------- movement: views only ----------
   def _view(self, new_st: ShapeTracker) -> LazyBuffer:

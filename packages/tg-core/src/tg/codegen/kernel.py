@@ -178,6 +178,10 @@ class Kernel:
     sink = self.lowerer.lower()
     # transcendental fallback: ops the renderer can't compute become basic ALU ops (kernels without them are untouched)
     sink = rewrite_transcendentals(sink, self.renderer.transcendental_fallback)
+    if DEBUG >= 6:  # the UOp graph before linearizing: each node once, sources by number
+      graph = sink.toposort()
+      for i, u in enumerate(graph):
+        print(f"graph {i:4d} {u.op!s:20s} {u.dtype!s:20s} {[graph.index(s) for s in u.src]} {u.arg!r}")
     self.uops = linearize(sink)
     if DEBUG >= 5:
       for i, u in enumerate(self.uops):
