@@ -123,3 +123,9 @@ def test_plugin_api_version_mismatch_is_refused() -> None:
 def test_toy_is_not_chosen_as_default() -> None:
   out = run_py("from tg import Device; print(Device.DEFAULT)", DEVICE="")
   assert out.stdout.strip() not in ("TOY", "TOYBROKEN", "TOYOLD", "DISK")
+
+
+def test_creation_stays_on_the_asked_device() -> None:
+  for t in (Tensor.full((2,), 3.0, device="PYTHON:1"), Tensor.rand(3, device="PYTHON:1"), Tensor.arange(4, device="PYTHON:1"),
+            Tensor.eye(2, device="PYTHON:1"), Tensor.zeros(2, device="PYTHON:1").contiguous()):
+    assert t.device == "PYTHON:1"

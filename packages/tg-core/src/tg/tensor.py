@@ -78,7 +78,8 @@ class _Switch:
 
 class _SwitchContext(contextlib.ContextDecorator):
   def __init__(self, switch: _Switch, mode: bool) -> None:
-    self.switch, self.mode, self.prev = switch, mode, [switch.value]
+    self.switch, self.mode = switch, mode
+    self.prev: list[bool] = []  # a stack, so the same context object can be entered again while active
 
   def __enter__(self) -> None:
     self.prev.append(self.switch.value)
@@ -118,7 +119,8 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None) -> None:
     dtype = to_dtype(dtype) if dtype is not None else None
-    device = Device.canonicalize(device)
+    # a LazyBuffer stays where it is unless a device is asked for; other data goes to the default device
+    device = data.device if device is None and isinstance(data, LazyBuffer) else Device.canonicalize(device)
     self.grad: Tensor | None = None
     self.requires_grad: bool | None = requires_grad
     self._ctx: F.Function | None = None
