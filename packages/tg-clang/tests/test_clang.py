@@ -59,3 +59,28 @@ def test_float16_and_bfloat16_on_clang() -> None:
   np.testing.assert_array_equal((h * 2).numpy(), (x.astype(np.float16) * 2))
   b = Tensor(x, device="CLANG").cast(dtypes.bfloat16)
   np.testing.assert_array_equal((b + 1).cast(dtypes.float32).numpy(), [2.5, -1.25, 4.0, 1000.0])
+
+
+def test_big_kernels_split_across_threads() -> None:
+  rng = np.random.default_rng(0)
+  a, b = rng.standard_normal((128, 256)).astype(np.float32), rng.standard_normal((256, 96)).astype(np.float32)
+  ta, tb = Tensor(a, device="CLANG"), Tensor(b, device="CLANG")
+  src = _source(ta @ tb)
+  assert "tg_start" in src and "_tg_outer = " in src, "a kernel this big runs its outer loop in slices"
+  np.testing.assert_allclose((ta @ tb).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+  small = Tensor(np.ones(8, np.float32), device="CLANG")
+  assert "tg_start" not in _source(small * 2), "a small kernel stays on one thread"
+
+
+def test_split_kernel_in_a_jit_graph() -> None:
+  from tg import TinyJit
+  rng = np.random.default_rng(1)
+  w = Tensor(rng.standard_normal((256, 96)).astype(np.float32), device="CLANG").realize()
+
+  @TinyJit
+  def f(x: Tensor) -> Tensor:
+    return (x @ w).relu().realize()
+  for _ in range(4):
+    x = rng.standard_normal((128, 256)).astype(np.float32)
+    np.testing.assert_allclose(f(Tensor(x, device="CLANG")).numpy(), np.maximum(x @ w.numpy(), 0), rtol=1e-4, atol=1e-4)
+  assert f.graph is not None

@@ -5,6 +5,7 @@ table (inputs are swapped in before each call) and the symbolic sizes in one int
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tg.device import Buffer
@@ -33,8 +34,11 @@ class ClangGraph:
     for ei, r in zip(jit_cache, runners):
       if r.p.src not in names:
         names[r.p.src] = f"k{len(names)}"
-        defs.append(r.p.src.replace(f"void {r.p.function_name}(", f"static void {names[r.p.src]}(", 1))
+        defs.append(r.p.src.replace(f"void {r.p.function_name}(", f"static void {names[r.p.src]}(", 1)
+                    .replace(f"const int {r.p.function_name}_tg_outer", f"static const int {names[r.p.src]}_tg_outer", 1))
       args = [f"bufs[{self.slots[id(b)]}]" for b in ei.bufs] + [f"vals[{self.vars.index(v)}]" for v in r.p.vars]
+      if (m := re.search(rf"const int {re.escape(r.p.function_name)}_tg_outer = (\d+);", r.p.src)) is not None:
+        args += ["0", m.group(1)]  # a kernel split for threads runs whole here: the batch is one thread
       calls.append(f"  {names[r.p.src]}({', '.join(args)});")
     src = "\n\n".join(defs) + "\n\nvoid batch(void** bufs, const int* vals) {\n" + "\n".join(calls) + "\n}\n"
     self.prg = ClangProgram("batch", ClangCompiler().compile_cached(src))

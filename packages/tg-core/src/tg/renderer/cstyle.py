@@ -63,6 +63,10 @@ class CStyleLanguage(Renderer):
   def render_bitcast(self, x: str, from_dt: DType, to_dt: DType) -> str:
     raise NotImplementedError(f"{type(self).__name__} can't bitcast {from_dt} to {to_dt}")
 
+  def render_loop(self, u: UOp, i: str, start: str, end: str) -> str:
+    """The opening of loop `u` over i in [start, end)."""
+    return f"for (int {i} = {start}; {i} < {end}; {i}++) {{"
+
   def render_special(self, u: UOp) -> str:
     raise NotImplementedError(f"{type(self).__name__} has no thread ids: set global_ids = False")
 
@@ -102,7 +106,7 @@ class CStyleLanguage(Renderer):
         r[u] = self.render_const(u.arg, dt)
       elif u.op is UOps.RANGE:
         i = ssa("ridx" if u.arg[1] else "gidx", u)
-        line(f"for (int {i} = {r[u.src[0]]}; {i} < {r[u.src[1]]}; {i}++) {{")
+        line(self.render_loop(u, i, r[u.src[0]], r[u.src[1]]))
         depth += 1
       elif u.op is UOps.ENDRANGE:
         depth -= 1
