@@ -1,0 +1,86 @@
+"""Model weights in and out: finding a model's tensors (get_state_dict, get_parameters), loading them
+(load_state_dict), and the weight file formats: safetensors (safe_save, safe_load), PyTorch (torch_load) and
+GGUF (gguf_load), each in a module of its own.
+
+Loaders map files instead of reading them: a tensor stored whole and in order in the file becomes a realized
+tensor on the DISK device whose buffer is a view of the file's one shared mapping, so loading a file bigger than
+RAM is free and moving a tensor to a compute device (`.to(Device.DEFAULT)`) copies only that tensor's bytes.
+Data that has to be rearranged first (strided PyTorch tensors, quantized GGUF blocks, compressed or big-endian
+storages) is rearranged by numpy on the host as it moves in, and those tensors land on `Device.DEFAULT`.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tg.helpers import GlobalCounters
+from tg.nn.state.gguf import ggml_data_to_tensor, ggml_dequantize, gguf_load
+from tg.nn.state.pytorch import torch_load
+from tg.nn.state.safetensors import safe_load, safe_load_metadata, safe_save
+from tg.tensor import Tensor
+
+__all__ = ["StateDictKeyError", "get_parameters", "get_state_dict", "ggml_data_to_tensor", "ggml_dequantize", "gguf_load",
+           "load_state_dict", "safe_load", "safe_load_metadata", "safe_save", "torch_load"]
+
+
+# ---------- finding a model's tensors ----------
+
+def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
+  """Every Tensor reachable from `obj` through attributes, lists, tuples and dicts, by dotted name."""
+  if isinstance(obj, Tensor):
+    return {prefix.strip("."): obj}
+  if isinstance(obj, (list, tuple)):
+    return {k: v for i, x in enumerate(obj) for k, v in get_state_dict(x, f"{prefix}{i}.").items()}
+  if isinstance(obj, dict):
+    return {k: v for key, x in obj.items() for k, v in get_state_dict(x, f"{prefix}{key}.").items()}
+  if hasattr(obj, "__dict__"):
+    return get_state_dict(vars(obj), prefix)
+  return {}
+
+
+def get_parameters(obj: Any) -> list[Tensor]:
+  return list(get_state_dict(obj).values())
+
+
+class StateDictKeyError(KeyError):
+  """The keys of a state dict don't match the model's. A KeyError, as tinygrad raises for a missing key, but
+  printed as a sentence (a plain KeyError prints the repr of its message)."""
+
+  def __str__(self) -> str:
+    return str(self.args[0]) if self.args else ""
+
+
+def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = False, consume: bool = False) -> None:
+  """Give each of `model`'s tensors (named as get_state_dict names them) the value stored under its name.
+
+  Values move to the model tensor's device and take its dtype, so a float16 DISK tensor can fill a float32
+  parameter on the compute device; the model's tensor objects stay the same, so optimizers and other holders
+  of them see the new values. Every key is checked before anything is assigned, so a failed load leaves the
+  model as it was. `strict` demands the two key sets match exactly; `consume` deletes loaded entries from
+  `state_dict` so their (possibly large) source tensors can be freed as soon as possible."""
+  model_state = get_state_dict(model)
+  missing = [k for k in model_state if k not in state_dict]
+  unexpected = [k for k in state_dict if k not in model_state]
+  if strict and (missing or unexpected):
+    raise StateDictKeyError(f"load_state_dict(strict=True): the state dict doesn't match the model: "
+                   f"missing keys {missing}, unexpected keys {unexpected}")
+  for k, v in model_state.items():
+    if k in state_dict and tuple(state_dict[k].shape) != tuple(v.shape):
+      raise ValueError(f"load_state_dict: shape mismatch for {k!r}: the state dict has {tuple(state_dict[k].shape)}, "
+                       f"the model has {tuple(v.shape)}")
+  start_mem, st = GlobalCounters.mem_used, time.perf_counter()
+  loaded: list[Tensor] = []
+  for k, v in model_state.items():
+    if k not in state_dict:
+      if verbose:
+        print(f"load_state_dict: not loading {k} (not in the state dict)")
+      continue
+    v.assign(state_dict[k].to(v.device).cast(v.dtype))
+    loaded.append(v)
+    if consume:
+      del state_dict[k]
+  Tensor.realize_all(*loaded)
+  if verbose:
+    et = time.perf_counter() - st
+    print(f"load_state_dict: loaded {len(loaded)} tensors in {et * 1e3:.2f} ms, "
+          f"{(GlobalCounters.mem_used - start_mem) / 1e9:.2f} GB more memory in use")

@@ -1,0 +1,295 @@
+"""PyTorch .pt/.pth files (zip and legacy formats), read without importing torch."""
+from __future__ import annotations
+
+import collections
+import os
+import pickle
+import struct
+import zipfile
+from typing import IO, Any
+
+from tg.dtype import DType, dtypes
+from tg.helpers import prod
+from tg.nn.state._common import PathLike, _disk_tensor, _host_tensor, _read_bytes
+from tg.tensor import Tensor
+
+# ---------- PyTorch ----------
+# torch.save writes a zip (torch >= 1.6): <archive>/data.pkl, a pickle whose tensors refer to storages by key
+# through persistent ids, and <archive>/data/<key>, each storage's raw bytes, stored uncompressed. The legacy
+# format (torch < 1.6) is a stream of pickles: magic number, protocol version, system info, the object, the
+# list of storage keys, then each storage as an int64 element count followed by its bytes.
+
+_TORCH_STORAGES: dict[str, DType] = {
+  "DoubleStorage": dtypes.float64, "FloatStorage": dtypes.float32, "HalfStorage": dtypes.float16, "BFloat16Storage": dtypes.bfloat16,
+  "LongStorage": dtypes.int64, "IntStorage": dtypes.int32, "ShortStorage": dtypes.int16, "CharStorage": dtypes.int8,
+  "ByteStorage": dtypes.uint8, "BoolStorage": dtypes.bool, "UntypedStorage": dtypes.uint8,
+}
+_TORCH_DTYPES: dict[str, DType] = {
+  "float64": dtypes.float64, "double": dtypes.float64, "float32": dtypes.float32, "float": dtypes.float32,
+  "float16": dtypes.float16, "half": dtypes.float16, "bfloat16": dtypes.bfloat16, "int64": dtypes.int64, "long": dtypes.int64,
+  "int32": dtypes.int32, "int": dtypes.int32, "int16": dtypes.int16, "short": dtypes.int16, "int8": dtypes.int8,
+  "uint8": dtypes.uint8, "bool": dtypes.bool, "uint16": dtypes.uint16, "uint32": dtypes.uint32, "uint64": dtypes.uint64,
+}
+_LEGACY_MAGIC, _LEGACY_PROTOCOL = 0x1950A86A20F9469CFC6C, 1001
+
+
+class _TorchStorage:
+  """One storage of a checkpoint: its element dtype, and where its bytes are once known (a file range, or
+  bytes in memory for a compressed zip entry). Legacy files give the location only after the object."""
+
+  def __init__(self, key: str, dtype: DType) -> None:
+    self.key, self.dtype = key, dtype
+    self.path: str | None = None
+    self.offset = self.nbytes = 0
+    self.data: bytes | None = None
+    self.big_endian = False
+
+  def read(self, offset: int, n: int) -> bytes:
+    if offset < 0 or offset + n > self.nbytes:
+      raise ValueError(f"torch_load: a tensor reads bytes {offset}..{offset + n} of storage {self.key}, which has {self.nbytes}")
+    if self.data is not None:
+      return self.data[offset:offset + n]
+    assert self.path is not None, f"storage {self.key} was never located"
+    return _read_bytes(self.path, self.offset + offset, n)
+
+
+class _TorchTensor:
+  """A tensor as the pickle describes it; made into a Tensor once its storage is located."""
+
+  def __init__(self, storage: Any, storage_offset: int, size: Any, stride: Any, dtype: DType | None = None) -> None:
+    if not isinstance(storage, _TorchStorage):
+      raise pickle.UnpicklingError(f"torch_load: a tensor's storage is a {type(storage).__name__}, not a storage")
+    self.storage, self.storage_offset, self.size, self.stride = storage, int(storage_offset), tuple(size), tuple(stride)
+    self.dtype = storage.dtype if dtype is None else dtype
+
+  def to_tensor(self) -> Tensor:
+    st, dtype, shape, isz = self.storage, self.dtype, self.size, self.dtype.itemsize
+    if prod(shape) == 0:
+      return _host_tensor(b"", shape, dtype)
+    if any(d < 0 for d in self.stride):
+      raise ValueError(f"torch_load: negative strides {self.stride} (torch never saves these)")
+    span = 1 + sum((s - 1) * d for s, d in zip(shape, self.stride))  # elements from the first to the last one read
+    contiguous = all(s == 1 or d == c for s, d, c in zip(shape, self.stride, _row_major_strides(shape)))
+    byte_offset = self.storage_offset * isz
+    if byte_offset + span * isz > st.nbytes:
+      raise ValueError(f"torch_load: a {dtype} tensor of shape {shape}, strides {self.stride} at offset {self.storage_offset} "
+                       f"overruns its storage of {st.nbytes} bytes")
+    if contiguous and st.data is None and not (st.big_endian and isz > 1):
+      assert st.path is not None
+      return _disk_tensor(st.path, st.offset + byte_offset, shape, dtype)
+    # rearranged on the host as it moves in: gather the strided elements (as unsigned ints of the same size,
+    # so any dtype, bfloat16 included, moves bit-exact), fix the byte order, and copy to the compute device
+    import numpy as np
+    raw = np.frombuffer(st.read(byte_offset, span * isz), dtype=np.dtype(f"{'>' if st.big_endian else '<'}u{isz}"))
+    arr = np.lib.stride_tricks.as_strided(raw, shape=shape, strides=tuple(d * isz for d in self.stride))
+    native = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("="))
+    return _host_tensor(native.reshape(-1).view(np.uint8), shape, dtype)
+
+
+def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+  strides, acc = [], 1
+  for s in reversed(shape):
+    strides.append(acc)
+    acc *= s
+  return tuple(reversed(strides))
+
+
+def _rebuild_tensor(storage: Any, storage_offset: int, size: Any, stride: Any) -> _TorchTensor:
+  return _TorchTensor(storage, storage_offset, size, stride)
+
+
+def _rebuild_tensor_v2(storage: Any, storage_offset: int, size: Any, stride: Any, requires_grad: Any = None,
+                       backward_hooks: Any = None, metadata: Any = None) -> _TorchTensor:
+  return _TorchTensor(storage, storage_offset, size, stride)
+
+
+def _rebuild_tensor_v3(storage: Any, storage_offset: int, size: Any, stride: Any, requires_grad: Any, backward_hooks: Any,
+                       dtype: Any, metadata: Any = None) -> _TorchTensor:
+  """Newer torch saves dtypes without a typed storage class (uint16/32/64, float8) this way: untyped storage + dtype."""
+  if not isinstance(dtype, DType):
+    raise NotImplementedError(f"torch_load: tensors of torch dtype {dtype} are not supported (tg has no such dtype)")
+  return _TorchTensor(storage, storage_offset, size, stride, dtype)
+
+
+def _rebuild_parameter(data: Any, requires_grad: Any = None, backward_hooks: Any = None, state: Any = None) -> Any:
+  return data  # an nn.Parameter is its tensor here
+
+
+def _rebuild_from_type_v2(func: Any, new_type: Any, args: Any, state: Any) -> Any:
+  return func(*args)  # a tensor subclass (e.g. nn.Buffer) is its tensor here: the subclass itself isn't imported
+
+
+class _StandIn:
+  """Stands in for a class or function the checkpoint names that isn't a tensor or a container (an argparse
+  Namespace of training arguments, a whole nn.Module): importing and calling it could run any code, so it
+  is recorded, not run. The arguments and state are kept, so tensors inside are still found and loaded."""
+  _tg_name = "?"
+  args: tuple[Any, ...]
+  kwargs: dict[str, Any]
+  state: Any
+
+  def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+    self = super().__new__(cls)  # pickle may make it with __new__ alone (NEWOBJ), never calling __init__
+    self.args, self.kwargs, self.state = args, kwargs, None
+    return self
+
+  def __init__(self, *args: Any, **kwargs: Any) -> None:
+    pass
+
+  def __setstate__(self, state: Any) -> None:
+    self.state = state
+
+  def __repr__(self) -> str:
+    return f"<torch_load stand-in for {self._tg_name}>"
+
+
+# globals torch checkpoints commonly name that are data, not code (numpy arrays and scalars, bytes in protocol 2)
+_SAFE_GLOBALS = {("collections", "OrderedDict"), ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "slice"),
+                 ("builtins", "complex"), ("_codecs", "encode"), ("numpy", "dtype"), ("numpy", "ndarray"),
+                 ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+                 ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct")}
+_TORCH_FUNCTIONS: dict[str, Any] = {"_rebuild_tensor": _rebuild_tensor, "_rebuild_tensor_v2": _rebuild_tensor_v2,
+                                    "_rebuild_tensor_v3": _rebuild_tensor_v3, "_rebuild_parameter": _rebuild_parameter,
+                                    "_rebuild_parameter_with_state": _rebuild_parameter}
+
+
+class _TorchUnpickler(pickle.Unpickler):
+  """Unpickles a torch checkpoint without torch: tensors become _TorchTensor, storages _TorchStorage."""
+
+  def __init__(self, file: IO[bytes], storage: Any = None) -> None:
+    super().__init__(file)
+    self.get_storage = storage
+    self.storages: dict[str, _TorchStorage] = {}
+
+  def find_class(self, module: str, name: str) -> Any:
+    if module.split(".")[0] == "torch":
+      if name in _TORCH_FUNCTIONS and module == "torch._utils":
+        return _TORCH_FUNCTIONS[name]
+      if (module, name) == ("torch._tensor", "_rebuild_from_type_v2"):
+        return _rebuild_from_type_v2
+      if name in _TORCH_STORAGES:
+        return _TORCH_STORAGES[name]
+      if name.endswith("Storage"):
+        raise NotImplementedError(f"torch_load: {module}.{name} tensors are not supported (tg has no such dtype)")
+      if name in _TORCH_DTYPES and module == "torch":
+        return _TORCH_DTYPES[name]
+      if (module, name) == ("torch", "Size"):
+        return tuple
+      if (module, name) == ("torch", "device"):
+        return lambda *args: ":".join(str(a) for a in args)  # torch.device("cuda", 0) -> "cuda:0"
+    if (module, name) in _SAFE_GLOBALS:
+      return super().find_class(module, name)
+    return type(name, (_StandIn,), {"_tg_name": f"{module}.{name}", "__module__": module})
+
+  def persistent_load(self, pid: Any) -> Any:
+    if not isinstance(pid, tuple) or not pid:
+      raise pickle.UnpicklingError(f"torch_load: unknown persistent id {pid!r}")
+    if pid[0] == "module":  # legacy files name a whole module's class with its source; the class is enough
+      return pid[1]
+    if pid[0] != "storage" or len(pid) < 5:
+      raise pickle.UnpicklingError(f"torch_load: unknown persistent id {pid!r}")
+    dtype, key = pid[1], str(pid[2])
+    if not isinstance(dtype, DType):
+      raise pickle.UnpicklingError(f"torch_load: storage {key} has type {dtype!r}, not a storage type")
+    if len(pid) > 5 and pid[5] is not None:
+      raise NotImplementedError("torch_load: legacy storage views (view_metadata) are not supported")
+    if key not in self.storages:
+      self.storages[key] = self.get_storage(key, dtype) if self.get_storage is not None else _TorchStorage(key, dtype)
+    return self.storages[key]
+
+
+def _zip_member_offset(path: str, info: zipfile.ZipInfo) -> int:
+  """Where a stored zip member's bytes start in the file: after its local header, whose extra field (torch
+  uses it to align data to 64 bytes) can differ from the central directory's."""
+  head = _read_bytes(path, info.header_offset, 30)
+  if head[:4] != b"PK\x03\x04":
+    raise ValueError(f"{path}: bad zip local header for {info.filename}")
+  name_len, extra_len = struct.unpack_from("<HH", head, 26)
+  return info.header_offset + 30 + name_len + extra_len
+
+
+def _torch_load_zip(path: str) -> Any:
+  with zipfile.ZipFile(path) as z:
+    pkls = [n for n in z.namelist() if n.endswith("data.pkl") and n.count("/") == 1]
+    if not pkls:
+      raise ValueError(f"{path} is a zip file but not a torch checkpoint (no <archive>/data.pkl)")
+    prefix = pkls[0][:-len("data.pkl")]
+    big_endian = prefix + "byteorder" in z.namelist() and z.read(prefix + "byteorder").strip() == b"big"
+
+    def locate(key: str, dtype: DType) -> _TorchStorage:
+      st, info = _TorchStorage(key, dtype), z.getinfo(f"{prefix}data/{key}")
+      st.nbytes, st.big_endian = info.file_size, big_endian
+      if info.compress_type == zipfile.ZIP_STORED:
+        st.path, st.offset = path, _zip_member_offset(path, info)
+      else:  # compressed by some other tool: no bytes to map, so decompress it into memory
+        st.data = z.read(info)
+      return st
+
+    with z.open(pkls[0]) as f:
+      return _TorchUnpickler(f, locate).load()
+
+
+def _torch_load_legacy(path: str) -> Any:
+  with open(path, "rb") as f:
+    try:
+      magic = _TorchUnpickler(f).load()
+    except Exception:
+      magic = None
+    if magic != _LEGACY_MAGIC:
+      import tarfile
+      if tarfile.is_tarfile(path):
+        raise NotImplementedError(f"{path} is in torch's tar format (torch < 0.4), which torch_load doesn't read")
+      raise ValueError(f"{path} is not a torch checkpoint (neither a zip archive nor the legacy format)")
+    if (version := _TorchUnpickler(f).load()) != _LEGACY_PROTOCOL:
+      raise ValueError(f"{path}: unknown legacy torch protocol version {version}")
+    sys_info = _TorchUnpickler(f).load()
+    unpickler = _TorchUnpickler(f)
+    obj = unpickler.load()
+    keys = _TorchUnpickler(f).load()
+    offset = f.tell()
+  big_endian = isinstance(sys_info, dict) and sys_info.get("little_endian") is False
+  for key in keys:
+    if (st := unpickler.storages.get(str(key))) is None:
+      raise ValueError(f"{path}: storage {key} is listed but no tensor uses it")
+    numel = struct.unpack("<q", _read_bytes(path, offset, 8))[0]  # torch writes the count little-endian on any host
+    st.path, st.offset, st.nbytes, st.big_endian = path, offset + 8, numel * st.dtype.itemsize, big_endian
+    offset += 8 + st.nbytes
+  return obj
+
+
+def _materialize(obj: Any, done: dict[int, Any]) -> Any:
+  """`obj` with every _TorchTensor made a Tensor (one Tensor per pickled tensor, even when shared)."""
+  if id(obj) in done:
+    return done[id(obj)]
+  if isinstance(obj, _TorchTensor):
+    ret: Any = obj.to_tensor()
+  elif isinstance(obj, dict):
+    ret = type(obj)() if isinstance(obj, collections.OrderedDict) else {}
+    done[id(obj)] = ret
+    for k, v in obj.items():
+      ret[k] = _materialize(v, done)
+  elif isinstance(obj, list):
+    ret = []
+    done[id(obj)] = ret
+    ret.extend(_materialize(x, done) for x in obj)
+  elif isinstance(obj, tuple):
+    ret = tuple(_materialize(x, done) for x in obj)
+  elif isinstance(obj, _StandIn):
+    obj.args, obj.kwargs, obj.state = (_materialize(x, done) for x in (obj.args, obj.kwargs, obj.state))
+    ret = obj
+  else:
+    ret = obj
+  done[id(obj)] = ret
+  return ret
+
+
+def torch_load(fn: PathLike) -> dict[str, Tensor]:
+  """The object saved by torch.save (usually a state dict: name -> Tensor), without importing torch.
+
+  Reads the zip format and the legacy (torch < 1.6) format. Tensors stored contiguously are DISK tensors
+  mapped from the file; strided tensors (e.g. a transposed tensor saved as is) are gathered on the host and
+  land on Device.DEFAULT. Tensors that are views of one storage stay views of the same file bytes. Classes
+  and functions other than tensors and containers are not run: they load as inert stand-ins."""
+  path = os.fspath(fn)
+  obj = _torch_load_zip(path) if zipfile.is_zipfile(path) else _torch_load_legacy(path)
+  return _materialize(obj, {})  # type: ignore[no-any-return]

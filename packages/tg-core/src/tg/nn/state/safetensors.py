@@ -1,0 +1,122 @@
+"""The safetensors format: an 8-byte header length, a JSON header, then the raw little-endian data."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from typing import Any
+
+from tg.dtype import DType, dtypes
+from tg.helpers import prod
+from tg.nn.state._common import PathLike, _concrete_shape, _disk_tensor
+from tg.tensor import Tensor
+
+# ---------- safetensors ----------
+# https://github.com/huggingface/safetensors: 8-byte little-endian header size N, N bytes of JSON
+# {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}, then the data,
+# little-endian and row-major, with offsets relative to the first byte after the header.
+
+safe_dtypes: dict[str, DType] = {
+  "BOOL": dtypes.bool, "I8": dtypes.int8, "U8": dtypes.uint8, "I16": dtypes.int16, "U16": dtypes.uint16,
+  "I32": dtypes.int32, "U32": dtypes.uint32, "I64": dtypes.int64, "U64": dtypes.uint64,
+  "F16": dtypes.float16, "BF16": dtypes.bfloat16, "F32": dtypes.float32, "F64": dtypes.float64,
+}
+inverse_safe_dtypes: dict[DType, str] = {v: k for k, v in safe_dtypes.items()}
+
+
+def _safe_header(path: str) -> tuple[int, dict[str, Any], int]:
+  """(header length, parsed header, file size) of a safetensors file, reading only the header."""
+  size = os.path.getsize(path)
+  with open(path, "rb") as f:
+    head = f.read(8)
+    if len(head) < 8:
+      raise ValueError(f"{path} is not a safetensors file: it's only {size} bytes long")
+    n = int.from_bytes(head, "little")
+    if n > size - 8:
+      raise ValueError(f"{path} is not a safetensors file (or is truncated): its header claims {n} bytes, the file has {size - 8} after it")
+    try:
+      header = json.loads(f.read(n))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+      raise ValueError(f"{path} is not a safetensors file: its header isn't JSON ({e})") from None
+  if not isinstance(header, dict):
+    raise ValueError(f"{path} is not a safetensors file: its header is a JSON {type(header).__name__}, not an object")
+  return n, header, size
+
+
+def safe_load_metadata(fn: PathLike) -> tuple[Tensor, int, dict[str, Any]]:
+  """(the whole file as a uint8 DISK tensor, the JSON header's length, the parsed header), as tinygrad returns.
+
+  The header holds each tensor's dtype, shape and data_offsets, and the user's metadata under "__metadata__"."""
+  path = os.fspath(fn)
+  n, header, size = _safe_header(path)
+  return _disk_tensor(path, 0, (size,), dtypes.uint8), n, header
+
+
+def safe_load(fn: PathLike) -> dict[str, Tensor]:
+  """The tensors of a safetensors file, as realized DISK tensors mapped from the file (nothing is read yet)."""
+  path = os.fspath(fn)
+  n, header, size = _safe_header(path)
+  out: dict[str, Tensor] = {}
+  for name, info in header.items():
+    if name == "__metadata__":
+      continue
+    if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= info.keys():
+      raise ValueError(f"{path}: header entry {name!r} is not a tensor description (dtype, shape, data_offsets): {info!r}")
+    if (dtype := safe_dtypes.get(str(info["dtype"]))) is None:
+      raise ValueError(f"{path}: tensor {name!r} has dtype {info.get('dtype')!r}, which tg can't load (supported: {', '.join(safe_dtypes)})")
+    shape, (begin, end) = tuple(int(s) for s in info["shape"]), info["data_offsets"]
+    if end - begin != prod(shape) * dtype.itemsize or begin < 0 or 8 + n + end > size:
+      raise ValueError(f"{path}: tensor {name!r} ({info['dtype']} {list(shape)}) has data_offsets {[begin, end]}, "
+                       f"which don't fit its size or the file ({size - 8 - n} data bytes)")
+    out[name] = _disk_tensor(path, 8 + n + begin, shape, dtype)
+  return out
+
+
+def _le_bytes(t: Tensor) -> memoryview:
+  """A tensor's bytes, little-endian as the file formats store them."""
+  data = t.data()
+  if sys.byteorder == "big" and t.dtype.itemsize > 1:
+    import numpy as np
+    data = memoryview(np.frombuffer(data, dtype=f"u{t.dtype.itemsize}").byteswap().tobytes())
+  return data
+
+
+def safe_save(tensors: dict[str, Tensor], fn: PathLike, metadata: dict[str, str] | None = None) -> None:
+  """Write `tensors` (and string `metadata`) to `fn` in the safetensors format.
+
+  Tensors are copied out one at a time, so saving needs RAM for the largest tensor, not for all of them. The
+  file is written under a temporary name and then renamed over `fn`, so a failed save leaves no half-written
+  file, and tensors still mapped from an older `fn` (safe_load of the same path) keep reading the old data."""
+  path = os.fspath(fn)
+  header: dict[str, Any] = {}
+  if metadata:
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+      raise TypeError("safe_save metadata must map str to str (the safetensors format stores only strings)")
+    header["__metadata__"] = dict(metadata)
+  offset = 0
+  for name, t in tensors.items():
+    if name == "__metadata__":
+      raise ValueError("'__metadata__' is reserved by the safetensors format; pass metadata=... instead")
+    if t.dtype not in inverse_safe_dtypes:
+      raise TypeError(f"safe_save: tensor {name!r} has dtype {t.dtype}, which safetensors can't store")
+    shape = _concrete_shape(t, f"safe_save: tensor {name!r}")
+    nbytes = prod(shape) * t.dtype.itemsize
+    header[name] = {"dtype": inverse_safe_dtypes[t.dtype], "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
+    offset += nbytes
+  j = json.dumps(header, separators=(",", ":")).encode()
+  j += b" " * (-len(j) % 8)  # the spec pads the header with spaces so the data starts 8-byte aligned
+  # a fresh name next to the target (so the rename stays on one filesystem), opened as open() would (mkstemp
+  # would leave the saved file readable by its owner only)
+  tmp = f"{os.path.abspath(path)}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+  try:
+    with open(tmp, "xb") as f:
+      f.write(len(j).to_bytes(8, "little"))
+      f.write(j)
+      for t in tensors.values():
+        f.write(_le_bytes(t))
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.unlink(tmp)
+    raise
