@@ -124,7 +124,7 @@ class Compiled:
 # ---------- the registry ----------
 
 class _Device:
-  """`Device["CLANG"]` opens a device (loading its plugin on first use); `Device.DEFAULT` is the default."""
+  """`Device["NAME"]` opens a device (loading its plugin on first use); `Device.DEFAULT` is the default."""
 
   def __init__(self) -> None:
     self._opened: dict[str, Compiled] = {}
@@ -135,7 +135,7 @@ class _Device:
     if device is None:
       return Device.DEFAULT
     if not isinstance(device, str):
-      raise TypeError(f"a device is a string such as 'CLANG' or 'CLANG:1', not {type(device).__name__}")
+      raise TypeError(f"a device is a string such as 'NAME' or 'NAME:1', not {type(device).__name__}")
     base, sep, rest = device.partition(":")
     base = base.upper()
     return base if rest in ("", "0") else f"{base}{sep}{rest}"
@@ -183,7 +183,7 @@ class _Device:
     names = self.installed()
     if (asked := os.getenv("DEVICE")):
       return self.canonicalize(asked)
-    for name in names:  # tinygrad's style: CLANG=1
+    for name in names:  # tinygrad's style: NAME=1
       if getenv(name, 0) == 1:
         return name
     ranked: list[tuple[int, str]] = []

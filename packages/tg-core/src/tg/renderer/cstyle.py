@@ -1,4 +1,4 @@
-"""CStyleLanguage: the shared renderer for C-family languages (C, CUDA, HIP, Metal, ...).
+"""CStyleLanguage: the shared renderer for C-family languages (C and its GPU dialects).
 
 A subclass sets the spelling of its language (type names, the kernel signature, how thread ids and
 math functions are written); the walk over the linear program is here, once.
