@@ -4,62 +4,15 @@ A tracker is checked by evaluating the index expressions `expr_idxs` builds, for
 and comparing with numpy: the same movement ops applied to `np.arange(n).reshape(shape)` (with -1 for padding) give,
 for each element, the flat buffer index it reads, or -1 where it reads padding (invalid).
 """
-import itertools
 import random
 
 import numpy as np
 import pytest
+from st_helpers import apply_np, apply_st, indexes
 
 from tg.helpers import prod
 from tg.shape.shapetracker import ShapeTracker
-from tg.shape.symbolic import Variable, sym_infer
 from tg.shape.view import View
-
-# ---------- evaluating index expressions ----------
-
-
-def indexes(st):
-  """{element index tuple: flat buffer index, or None where the element is invalid (padding)}."""
-  placeholders = [Variable(f"i{k}", 0, s - 1) for k, s in enumerate(st.shape)]
-  idx, valid = st.expr_idxs(placeholders)
-  out = {}
-  for pos in itertools.product(*[range(s) for s in st.shape]):
-    env = {p: v for p, v in zip(placeholders, pos) if isinstance(p, Variable)}
-    v = sym_infer(valid, env)
-    assert v in (0, 1), f"valid evaluated to {v!r}"
-    out[pos] = sym_infer(idx, env) if v else None
-  return out
-
-
-# ---------- applying movement ops to both ----------
-
-
-def apply_st(st, ops):
-  for op, arg in ops:
-    st = getattr(st, op)(arg)
-  return st
-
-
-def apply_np(x, ops):
-  for op, arg in ops:
-    if op == "reshape":
-      x = x.reshape(arg)
-    elif op == "permute":
-      x = np.transpose(x, arg)
-    elif op == "expand":
-      x = np.broadcast_to(x, arg)
-    elif op == "pad":
-      x = np.pad(x, arg, mode="constant", constant_values=-1)
-    elif op == "shrink":
-      x = x[tuple(slice(b, e) for b, e in arg)]
-    elif op == "stride":
-      for ax, m in enumerate(arg):
-        if m < 0:
-          x = np.flip(x, axis=ax)
-        x = x[(slice(None),) * ax + (slice(None, None, abs(m)),)]
-    else:
-      raise AssertionError(op)
-  return x
 
 
 def check_st(st, ref):
