@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Final, Union
@@ -168,13 +169,14 @@ _promo_lattice: dict[DType, list[DType]] = {
 }
 
 
-def _ancestors(d: DType) -> set[DType]:
-  return {d}.union(*[_ancestors(p) for p in _promo_lattice.get(d, [])])
+@functools.cache  # promotion runs on every binary op: the lattice is fixed, so remember it
+def _ancestors(d: DType) -> frozenset[DType]:
+  return frozenset({d}.union(*[_ancestors(p) for p in _promo_lattice.get(d, [])]))
 
 
 def least_upper_dtype(*ds: DType) -> DType:
   """The smallest dtype every one of `ds` promotes to."""
-  common = set.intersection(*[_ancestors(d) for d in ds])
+  common = frozenset.intersection(*[_ancestors(d) for d in ds])
   return min(common) if common else dtypes.float64
 
 
