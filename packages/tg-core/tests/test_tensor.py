@@ -398,3 +398,15 @@ def test_empty_from_list_and_numpy():
   assert t.numpy().shape == (2, 0)
   assert Tensor([]).shape == (0,)
   assert Tensor([]).numpy().shape == (0,)
+
+
+def test_multinomial_without_replacement():
+  Tensor.manual_seed(3)
+  w = Tensor([[1.0, 1.0, 1.0, 1.0], [0.0, 5.0, 1.0, 2.0]])
+  for _ in range(5):
+    s = w.multinomial(3).numpy()
+    assert s.shape == (2, 3)
+    assert all(len(set(row)) == 3 for row in s.tolist()), "no index is drawn twice"
+    assert 0 not in s[1].tolist(), "a zero weight is never drawn"
+  with pytest.raises(ValueError):
+    w.multinomial(5)

@@ -421,16 +421,30 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     return Tensor.normal(*s, mean=0.0, std=std, **kwargs)
 
   def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
-    """Sample indices from the (unnormalized) weights in the last axis: inverse transform of uniforms."""
+    """Sample indices from the (unnormalized) weights in the last axis: inverse transform of uniforms.
+    Without replacement, samples are drawn one at a time, each drawn index's weight then set to 0."""
     if self.ndim not in (1, 2):
       raise ValueError(f"multinomial needs weights of 1 or 2 axes, got {self.shape}")
-    if not replacement and num_samples != 1:
-      raise NotImplementedError("multinomial without replacement draws one sample per row here")
     w = self.unsqueeze(0) if self.ndim == 1 else self
-    cdf = w.cumsum(1)
-    cdf = cdf / cdf[:, -1:]
-    u = Tensor.rand(w.shape[0], num_samples, 1, device=self.device)
-    idx = (cdf.unsqueeze(1) < u).sum(2).cast(dtypes.int32)
+    n = _concrete(w.shape[1])
+    if not replacement and num_samples > n:
+      raise ValueError(f"can't draw {num_samples} samples without replacement from {n} categories")
+
+    def draw(weights: Tensor, k: int) -> Tensor:
+      cdf = weights.cumsum(1)
+      cdf = cdf / cdf[:, -1:]
+      u = Tensor.rand(w.shape[0], k, 1, device=self.device)
+      return (cdf.unsqueeze(1) < u).sum(2).cast(dtypes.int32).minimum(n - 1)  # rounding can put u past the last cdf
+
+    if replacement or num_samples == 1:
+      idx = draw(w, num_samples)
+    else:
+      picks, weights = [], w
+      for _ in range(num_samples):
+        pick = draw(weights, 1)
+        picks.append(pick)
+        weights = (Tensor.arange(n, device=self.device).reshape(1, n) == pick).where(0.0, weights)
+      idx = picks[0].cat(*picks[1:], dim=1)
     return idx.squeeze(0) if self.ndim == 1 else idx
 
   def rand_like(self, **kwargs: Any) -> Tensor:
