@@ -18,10 +18,15 @@ class UOps(Enum):
   DEFINE_GLOBAL = auto()  # arg = buffer index; dtype = PtrDType
   DEFINE_VAR = auto()     # arg = Variable (symbolic size passed at run time)
   CONST = auto()          # arg = Python value
-  SPECIAL = auto()        # arg = (name, dim, size): a hardware thread index (global id)
+  SPECIAL = auto()        # arg = (name, dim, size): a hardware index. name "gidx<d>": the workgroup's index along
+                          # launch dim d (CUDA blockIdx, WGSL workgroup_id); "lidx<d>": the thread's index inside its
+                          # workgroup (threadIdx, local_invocation_id). Dim 0 is x, 1 y, 2 z; size may be symbolic.
+  DEFINE_LOCAL = auto()   # arg = (name, size); dtype = PtrDType of the element: workgroup-shared memory (__shared__)
+  BARRIER = auto()        # src = the local STOREs it orders: every thread of the workgroup waits here (__syncthreads)
   RANGE = auto()          # src = (start, end); arg = (axis, is_reduce): a loop
   ENDRANGE = auto()       # linear program only
-  LOAD = auto()           # src = (buf, idx) or (buf, idx, valid, alt)
+  LOAD = auto()           # src = (buf, idx) or (buf, idx, valid, alt), or (buf, idx, barrier) for a local buffer read
+                          # after a BARRIER; buf is a DEFINE_GLOBAL or a DEFINE_LOCAL
   STORE = auto()          # src = (buf, idx, val) or (buf, idx, val, valid)
   ALU = auto()            # arg = UnaryOps/BinaryOps/TernaryOps
   CAST = auto()

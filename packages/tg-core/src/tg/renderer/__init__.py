@@ -16,9 +16,16 @@ from tg.shape.symbolic import Variable, sint, sym_infer
 class Renderer:
   device: str = ""
   suffix: str = ""                         # kernel name suffix, for DEBUG output
-  global_ids: bool = False                 # True: global dims are hardware thread ids (SPECIAL); False: loops
-  global_max: tuple[int, ...] | None = None  # max size per global dim when global_ids is True
-  has_local: bool = False                  # workgroups / local memory (none in this version of core)
+  # True: output axes are hardware indices (SPECIAL gidx = workgroup index, lidx = thread in the workgroup) and
+  # Program.global_size / local_size are the launch's workgroup counts / workgroup size per dim (x, y, z);
+  # without LOCAL opts each workgroup is one thread. False: output axes are loops (CPUs).
+  global_ids: bool = False
+  global_max: tuple[int, ...] | None = None  # max workgroup count per launch dim; its length is the number of dims
+  has_local: bool = False                  # workgroups with shared memory and barriers: LOCAL/GROUP/GROUPTOP opts
+  local_max: tuple[int, ...] = (1024, 1024, 64)  # max workgroup size per dim
+  local_max_threads: int = 1024            # max threads in one workgroup
+  shared_max: int = 48 * 1024              # bytes of DEFINE_LOCAL memory one kernel may use
+  tensor_cores: tuple[object, ...] = ()    # tensor-core shapes the renderer can emit (TC opt); none in this version
   supports_float4: bool = False
   # dtypes the device computes in directly; others are emulated by core (bfloat16 through uint16 bits)
   unsupported_dtypes: frozenset[DType] = frozenset()
