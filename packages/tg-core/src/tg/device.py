@@ -201,6 +201,12 @@ class _Device:
 Device = _Device()
 
 
+def is_dtype_supported(dtype: DType, device: str | None = None) -> bool:
+  """Whether kernels on `device` (default: Device.DEFAULT) can compute with `dtype` (natively or emulated by core)."""
+  renderer = Device[device or Device.DEFAULT].renderer
+  return renderer is None or dtype.scalar() not in renderer.missing_dtypes
+
+
 # ---------- buffers ----------
 
 class Buffer:

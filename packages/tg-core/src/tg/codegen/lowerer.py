@@ -97,6 +97,8 @@ class Lowerer:
     return dtypes.float32 if self.emulate_bf16 and dt == dtypes.bfloat16 else dt
 
   def buffer(self, mb: MemBuffer) -> UOp:
+    if mb.dtype.scalar() in self.renderer.missing_dtypes:
+      raise NotImplementedError(f"{self.renderer.device or type(self.renderer).__name__} has no {mb.dtype} in kernels")
     if mb.idx not in self.buffers:
       dt = dtypes.uint16 if self.emulate_bf16 and mb.dtype == dtypes.bfloat16 else mb.dtype
       self.buffers[mb.idx] = UOp(UOps.DEFINE_GLOBAL, dt.ptr(), (), mb.idx)

@@ -29,6 +29,9 @@ class Renderer:
   supports_float4: bool = False
   # dtypes the device computes in directly; others are emulated by core (bfloat16 through uint16 bits)
   unsupported_dtypes: frozenset[DType] = frozenset()
+  # dtypes the device can't hold in a kernel at all (e.g. WGSL has no float64 or int64): a kernel that needs one
+  # fails to lower with an error that names the dtype and the device; see tg.device.is_dtype_supported
+  missing_dtypes: frozenset[DType] = frozenset()
   # UnaryOps (EXP2, LOG2, SIN) the device has no instruction for: core expands them into basic ALU ops
   # (tg.codegen.transcendental) before linearizing, so render() never sees them
   transcendental_fallback: frozenset[UnaryOps] = frozenset()

@@ -20,6 +20,8 @@ class CStyleLanguage(Renderer):
   arg_int_prefix: str = "const int"
   type_map: dict[DType, str] = {}
   infinity: str = "INFINITY"
+  smem_prefix: str = ""   # declares workgroup-shared memory, e.g. "__shared__ " (renderers with has_local)
+  barrier: str = ""       # a workgroup barrier statement, e.g. "__syncthreads();"
   nan: str = "NAN"
   code_for_op: dict[Op, Callable[..., str]] = {
     UnaryOps.NEG: lambda x, dt: f"(!{x})" if dt == dtypes.bool else f"(-{x})",
@@ -116,9 +118,15 @@ class CStyleLanguage(Renderer):
       elif u.op is UOps.LOAD:
         assert dt is not None
         val = f"{r[u.src[0]]}[{r[u.src[1]]}]"
-        if len(u.src) > 2:  # a gated load reads only where valid, so masked indices may be out of bounds
+        if len(u.src) == 4:  # a gated load reads only where valid, so masked indices may be out of bounds
           val = f"({r[u.src[2]]}?{val}:{r[u.src[3]]})"
         line(f"{self.render_dtype(dt)} {ssa('val', u)} = {val};")
+      elif u.op is UOps.DEFINE_LOCAL:
+        assert isinstance(dt, PtrDType)
+        r[u] = u.arg[0]
+        line(f"{self.smem_prefix}{self.render_dtype(dt.base)} {u.arg[0]}[{u.arg[1]}];")
+      elif u.op is UOps.BARRIER:
+        line(self.barrier)
       elif u.op is UOps.STORE:
         st = f"{r[u.src[0]]}[{r[u.src[1]]}] = {r[u.src[2]]};"
         line(st if len(u.src) == 3 else f"if ({r[u.src[3]]}) {{ {st} }}")
