@@ -36,7 +36,12 @@ CASES = {
   "elementwise": lambda: (Tensor(rng.standard_normal((8, 8)).astype(np.float32)) * 2 + 1).exp(),
   "conv": lambda: Tensor(rng.standard_normal((1, 2, 6, 6)).astype(np.float32)).conv2d(
     Tensor(rng.standard_normal((4, 2, 3, 3)).astype(np.float32)), padding=1),
+  # reduce over the first axis: group axes come before the local ones in axis order
+  "sum_first_axis": lambda: Tensor(rng.standard_normal((16, 6)).astype(np.float32)).sum(0),
+  "full_sum": lambda: (Tensor(rng.standard_normal((64,)).astype(np.float32)) * 3).sum(),
+  "var_int": lambda: Tensor(rng.integers(-9, 9, (6, 8)).astype(np.int32)).max(1) + 1,
 }
+LOCAL_OPS = (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP)
 
 
 def _build(name: str):  # type: ignore[no-untyped-def]
@@ -49,9 +54,9 @@ def _valid_opts(ast) -> list[Opt]:  # type: ignore[no-untyped-def]
   for axis, kind in enumerate(k.kinds):
     for amt in (2, 3, 4, 0):
       if kind == GLOBAL:
-        opts += [Opt(OptOps.UPCAST, axis, amt), Opt(OptOps.PADTO, axis, amt if amt else 8)]
+        opts += [Opt(OptOps.UPCAST, axis, amt), Opt(OptOps.PADTO, axis, amt if amt else 8), Opt(OptOps.LOCAL, axis, amt)]
       if kind == REDUCE:
-        opts.append(Opt(OptOps.UNROLL, axis, amt))
+        opts += [Opt(OptOps.UNROLL, axis, amt), Opt(OptOps.GROUP, axis, amt), Opt(OptOps.GROUPTOP, axis, amt)]
   out = []
   for o in opts:
     try:
@@ -81,7 +86,7 @@ def test_random_opt_combinations_match_unoptimized(name: str) -> None:
     k = Kernel(ast, Device[Device.DEFAULT].renderer)
     for _ in range(r.randint(1, 3)):
       axis = r.randrange(len(k.full_shape))
-      op = r.choice([OptOps.UPCAST, OptOps.UNROLL, OptOps.PADTO])
+      op = r.choice([OptOps.UPCAST, OptOps.UNROLL, OptOps.PADTO, *LOCAL_OPS])
       try:
         k.apply_opt(Opt(op, axis, r.choice([2, 3, 4])))
       except KernelOptError:
@@ -110,3 +115,27 @@ def test_bad_opts_raise() -> None:
     for op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.TC):
       with pytest.raises(KernelOptError, match="local"):
         Kernel(ast, renderer).apply_opt(Opt(op, g, 2))
+  else:
+    for bad in [Opt(OptOps.LOCAL, r, 2), Opt(OptOps.GROUP, g, 2), Opt(OptOps.GROUPTOP, g, 2), Opt(OptOps.LOCAL, g, 5),
+                Opt(OptOps.TC, g, 0)]:
+      with pytest.raises(KernelOptError):
+        Kernel(ast, renderer).apply_opt(bad)
+    # 8 x 16 outputs and 12 reduced, all in one workgroup: more threads than a workgroup holds
+    g2 = k.kinds.index(GLOBAL, g + 1)
+    if renderer.local_max_threads < 8 * 16 * 12:
+      with pytest.raises(KernelOptError, match="threads"):
+        Kernel(ast, renderer).apply_opts([Opt(OptOps.LOCAL, g, 0), Opt(OptOps.LOCAL, g2 + 1, 0), Opt(OptOps.GROUP, r + 2, 0)])
+    with pytest.raises(KernelOptError, match="NOLOCALS"):
+      Kernel(ast, renderer).apply_opts([Opt(OptOps.NOLOCALS), Opt(OptOps.LOCAL, g, 2)])
+
+
+@pytest.mark.skipif(not Device[Device.DEFAULT].renderer.has_local, reason="the device has no workgroups with local memory")
+def test_group_reduce_uses_local_memory_and_a_barrier() -> None:
+  from tg.codegen.uops import UOps
+  ast, bufs = _build("sum_axis")
+  k = Kernel(ast, Device[Device.DEFAULT].renderer).apply_opts([Opt(OptOps.GROUPTOP, 1, 4), Opt(OptOps.LOCAL, 0, 2), Opt(OptOps.UPCAST, 4, 2)])
+  p = k.to_program()
+  ops = [u.op for u in p.uops]
+  assert ops.count(UOps.DEFINE_LOCAL) == 1 and ops.count(UOps.BARRIER) == 1
+  assert p.local_size and np.prod(p.local_size) == 8
+  np.testing.assert_allclose(_run(ast, bufs, k.applied_opts), _run(ast, bufs, []), rtol=1e-5, atol=1e-5)

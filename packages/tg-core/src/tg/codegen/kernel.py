@@ -4,9 +4,14 @@ Optimizations reshape the kernel's iteration space without changing what it comp
   UPCAST(axis, n)  split n off an output axis and unroll it: n outputs per thread, kept in registers
   UNROLL(axis, n)  split n off a reduce axis and unroll it: n elements reduced per loop iteration
   PADTO(axis, n)   pad an output axis up to a multiple of n (the padding is computed, never stored)
-  LOCAL, GROUP, GROUPTOP, TC   workgroup, shared-memory and tensor-core actions: need a renderer with local
-                   memory (`has_local`); no renderer in this version declares it, so they are refused
-  NOLOCALS         promise not to use locals (a no-op without them)
+  LOCAL(axis, n)   split n off an output axis into the workgroup: n threads of one workgroup share it
+  GROUP(axis, n)   split n off a reduce axis across the threads of a workgroup: each thread reduces its share,
+                   the partial results meet in local memory after a barrier (neighbouring threads read
+                   neighbouring elements on every step: coalesced loads)
+  GROUPTOP(axis, n) the same with the n taken off the top: each thread reduces one contiguous run
+  NOLOCALS         promise not to use locals (the heuristics then add none)
+  TC               tensor cores: refused, no renderer declares them yet
+LOCAL, GROUP and GROUPTOP need a renderer with workgroups and local memory (`has_local`).
 Axis numbers count the kernel's full shape (see `Kernel.full_shape`; the unrolled axes an opt adds go last
 inside their group, so earlier axis numbers stay valid). A bad action raises KernelOptError; it never
 miscompiles.
@@ -17,7 +22,7 @@ from dataclasses import dataclass
 from enum import Enum, auto
 
 from tg.codegen.linearize import linearize
-from tg.codegen.lowerer import GLOBAL, REDUCE, UNROLL, UPCAST, Lowerer, default_axis_kinds, full_shape
+from tg.codegen.lowerer import GLOBAL, GROUP, LOCAL, REDUCE, UNROLL, UPCAST, Lowerer, default_axis_kinds, full_shape
 from tg.codegen.transcendental import rewrite_transcendentals
 from tg.codegen.uops import UOp, UOps
 from tg.helpers import DEBUG, getenv, prod, to_function_name
@@ -46,6 +51,9 @@ class Opt:
 
 class KernelOptError(ValueError):
   pass
+
+
+AXIS_KIND_NAMES = {GLOBAL: "global", REDUCE: "reduce", UPCAST: "upcast", UNROLL: "unroll", LOCAL: "local", GROUP: "group"}
 
 
 def _map_sts(ast: LazyOp, fxn: object) -> LazyOp:
@@ -87,25 +95,36 @@ class Kernel:
     return ret
 
   # ---------- optimizations ----------
-  def _split(self, axis: int, amt: int, new_kind: str) -> None:
-    """Split `amt` off the end of `axis` into a new axis of `new_kind`, placed right after it."""
+  def _split(self, axis: int, amt: int, new_kind: str, top: bool = False) -> None:
+    """Split `amt` off the end of `axis` (off its start if `top`) into a new axis of `new_kind`, placed right after it."""
     def split(st: ShapeTracker) -> ShapeTracker:
       s = st.shape[axis]
-      parts = (1, 1) if s == 1 else (s // amt, amt)  # type: ignore[operator]
-      return st.reshape(st.shape[:axis] + parts + st.shape[axis + 1:])
+      if s == 1:
+        return st.reshape(st.shape[:axis] + (1, 1) + st.shape[axis + 1:])
+      if not top:
+        return st.reshape(st.shape[:axis] + (s // amt, amt) + st.shape[axis + 1:])  # type: ignore[operator]
+      st = st.reshape(st.shape[:axis] + (amt, s // amt) + st.shape[axis + 1:])  # type: ignore[operator]
+      order = list(range(len(st.shape)))
+      order[axis], order[axis + 1] = axis + 1, axis
+      return st.permute(tuple(order))
     self.ast = _map_sts(self.ast, split)
-    if (r := self.reduceop) is not None:  # the reduce's axes move along, and an unrolled reduce axis is reduced too
-      axes = tuple(a + (a > axis) for a in r.arg) + ((axis + 1,) if new_kind == UNROLL else ())
+    if (r := self.reduceop) is not None:  # the reduce's axes move along, and a split-off reduce axis is reduced too
+      axes = tuple(a + (a > axis) for a in r.arg) + ((axis + 1,) if new_kind in (UNROLL, GROUP) else ())
       self.ast = _replace(self.ast, r, LazyOp(r.op, r.src, tuple(sorted(axes))))
     self.kinds = self.kinds[:axis + 1] + (new_kind,) + self.kinds[axis + 1:]
 
   def apply_opt(self, opt: Opt) -> None:
     shape, kinds = self.full_shape, self.kinds
     if opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.TC):
-      if not self.renderer.has_local:
-        raise KernelOptError(f"{opt}: renderer {type(self.renderer).__name__} has no local memory")
-      raise KernelOptError(f"{opt} is not implemented for renderers with local memory yet")
+      if not (self.renderer.has_local and self.renderer.global_ids):
+        raise KernelOptError(f"{opt}: renderer {type(self.renderer).__name__} has no workgroups with local memory")
+      if opt.op is OptOps.TC:
+        raise KernelOptError(f"{opt}: renderer {type(self.renderer).__name__} declares no tensor cores")
+      if OptOps.NOLOCALS in [o.op for o in self.applied_opts]:
+        raise KernelOptError(f"{opt}: the kernel was promised NOLOCALS")
     if opt.op is OptOps.NOLOCALS:
+      if any(k in (LOCAL, GROUP) for k in kinds):
+        raise KernelOptError(f"{opt}: the kernel already uses locals")
       self.applied_opts.append(opt)
       return
     if opt.axis is None or not 0 <= opt.axis < len(shape):
@@ -124,17 +143,33 @@ class Kernel:
         self.ast = _map_sts(self.ast, lambda st: st.pad(tuple((0, new - size) if i == opt.axis else (0, 0) for i in range(len(st.shape)))))
       self.applied_opts.append(opt)
       return
-    want = {OptOps.UPCAST: GLOBAL, OptOps.UNROLL: REDUCE}[opt.op]
+    want = GLOBAL if opt.op in (OptOps.UPCAST, OptOps.LOCAL) else REDUCE
     if kinds[opt.axis] != want:
-      raise KernelOptError(f"{opt}: axis {opt.axis} is a {dict(g='global', r='reduce', u='upcast', n='unroll')[kinds[opt.axis]]} axis, "
+      raise KernelOptError(f"{opt}: axis {opt.axis} is a {AXIS_KIND_NAMES[kinds[opt.axis]]} axis, "
                            f"{opt.op.name} needs a {'global' if want == GLOBAL else 'reduce'} one")
     if amt <= 1 or size % amt:
       raise KernelOptError(f"{opt}: {amt} must be > 1 and divide the axis size {size}")
-    unrolled = prod(s for s, k in zip(shape, kinds) if k in (UPCAST, UNROLL) and isinstance(s, int)) * amt
-    if unrolled > MAX_UNROLLED:
-      raise KernelOptError(f"{opt}: {unrolled} unrolled copies is more than {MAX_UNROLLED}")
-    self._split(opt.axis, amt, UPCAST if opt.op is OptOps.UPCAST else UNROLL)
+    new_kind = {OptOps.UPCAST: UPCAST, OptOps.UNROLL: UNROLL, OptOps.LOCAL: LOCAL, OptOps.GROUP: GROUP, OptOps.GROUPTOP: GROUP}[opt.op]
+    if new_kind in (UPCAST, UNROLL):
+      unrolled = prod(s for s, k in zip(shape, kinds) if k in (UPCAST, UNROLL) and isinstance(s, int)) * amt
+      if unrolled > MAX_UNROLLED:
+        raise KernelOptError(f"{opt}: {unrolled} unrolled copies is more than {MAX_UNROLLED}")
+    else:
+      self._check_workgroup(opt, amt)
+    self._split(opt.axis, amt, new_kind, top=opt.op is OptOps.GROUPTOP)
     self.applied_opts.append(opt)
+
+  def _check_workgroup(self, opt: Opt, amt: int) -> None:
+    r = self.renderer
+    threads = prod(s for s, k in zip(self.full_shape, self.kinds) if k in (LOCAL, GROUP) and isinstance(s, int)) * amt
+    if threads > r.local_max_threads:
+      raise KernelOptError(f"{opt}: {threads} threads in a workgroup is more than the device's {r.local_max_threads}")
+    if opt.op in (OptOps.GROUP, OptOps.GROUPTOP):
+      reduces = [op for op in self.ast.lazyops() if isinstance(op.op, ReduceOps)]
+      upcasts = prod(s for s, k in zip(self.full_shape, self.kinds) if k == UPCAST and isinstance(s, int))
+      smem = sum(op.dtype.itemsize for op in set(reduces)) * threads * upcasts
+      if smem > r.shared_max:
+        raise KernelOptError(f"{opt}: {smem} bytes of local memory is more than the device's {r.shared_max}")
 
   def apply_opts(self, opts: list[Opt]) -> Kernel:
     for o in opts:
@@ -148,6 +183,8 @@ class Kernel:
     iteration; for elementwise kernels 4 outputs per iteration."""
     if getenv("NOOPT", 0):
       return self
+    if self.renderer.has_local and self.renderer.global_ids:
+      return self._workgroup_heuristics()
     shape = self.full_shape
     sts = [op.arg.st for op in self.ast.lazyops() if op.op is BufferOps.LOAD]
     reduce_axes = [i for i, k in enumerate(self.kinds) if k == REDUCE]
@@ -163,6 +200,30 @@ class Kernel:
           self._try(Opt(OptOps.UNROLL, r, 4))
     elif globals_:
       self._try(Opt(OptOps.UPCAST, globals_[-1], 4))
+    return self
+
+  def _workgroup_heuristics(self) -> Kernel:
+    """For devices with workgroups: a reduction to few outputs is shared by a workgroup (GROUPTOP), a matmul-like
+    kernel computes a 4 x 4 tile per thread, and the output axes are spread over workgroups of up to 128 threads."""
+    shape = self.full_shape
+    globals_ = [i for i, k in enumerate(self.kinds) if k == GLOBAL and isinstance(shape[i], int)]
+    reduce_axes = [i for i, k in enumerate(self.kinds) if k == REDUCE and isinstance(shape[i], int)]
+    outputs = prod(s for s, k in zip(shape, self.kinds) if k == GLOBAL)
+    if reduce_axes and isinstance(outputs, int) and outputs <= 2048:
+      r = max(reduce_axes, key=lambda i: shape[i])  # type: ignore[arg-type,return-value]
+      if shape[r] >= 256:  # type: ignore[operator]
+        any(self._try(Opt(OptOps.GROUPTOP, r, amt)) for amt in (256, 128, 64, 32, 16))
+    elif reduce_axes:
+      sts = [op.arg.st for op in self.ast.lazyops() if op.op is BufferOps.LOAD]
+      broadcast = sorted((i for i in globals_ if any(st.real_strides()[i] == 0 for st in sts)), reverse=True)[:2]
+      for i in broadcast:
+        self._try(Opt(OptOps.UPCAST, i, 4))
+    threads = 1
+    for i in sorted((i for i, k in enumerate(self.kinds) if k == GLOBAL and isinstance(self.full_shape[i], int)), reverse=True):
+      for amt in (32, 16, 8, 4, 2):
+        if threads * amt <= 128 and self._try(Opt(OptOps.LOCAL, i, amt)):
+          threads *= amt
+          break
     return self
 
   def _try(self, opt: Opt) -> bool:
@@ -196,13 +257,14 @@ class Kernel:
     if DEBUG >= 4:
       print(src)
     global_size = tuple(self.lowerer.global_size) if self.renderer.global_ids else ()
+    local_size = tuple(self.lowerer.local_size) if self.renderer.global_ids else ()
     loads = [op for op in self.ast.lazyops() if op.op is BufferOps.LOAD]
     mem = sum(op.arg.dtype.itemsize * op.arg.st.real_size() for op in loads) + self.ast.arg.dtype.itemsize * prod(self.ast.arg.st.shape)
     # napkin math for DEBUG=2: one op per ALU/reduce node per point of the iteration space
     ops = prod(self.full_shape) * sum(1 for op in self.ast.lazyops() if op.op not in BufferOps)
     buf_count = len({u.arg for u in uops if u.op is UOps.DEFINE_GLOBAL})
     variables = tuple(u.arg for u in uops if u.op is UOps.DEFINE_VAR)
-    return Program(self.name, src, self.renderer.device, global_size, (), variables, buf_count, ops, mem, uops)
+    return Program(self.name, src, self.renderer.device, global_size, local_size, variables, buf_count, ops, mem, uops)
 
 
 def _replace(ast: LazyOp, old: LazyOp, new: LazyOp) -> LazyOp:

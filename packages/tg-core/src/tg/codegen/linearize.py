@@ -46,10 +46,9 @@ def linearize(sink: UOp) -> list[UOp]:
     # every REDUCE over the same loops shares them: one loop nest updates all the accumulators, and the
     # loads they have in common are done once per iteration (this is what makes UPCAST pay)
     group = [r for r in reduces if r.src[1:] == loops and r not in done]
-    loop_set = set(loops)
-    for r in group:  # hoist what doesn't depend on these loops
+    for r in group:  # hoist what needs no loop that isn't open yet (these, or another reduce's still to come)
       for x in r.src[0].toposort():
-        if x not in done and not (ranges_of(x) & loop_set) and x.op is not UOps.RANGE:
+        if x not in done and x.op is not UOps.RANGE and ranges_of(x) <= done:
           visit(x)
     accs = []
     for r in group:

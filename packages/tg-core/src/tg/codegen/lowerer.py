@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tg.codegen.uops import UOp, UOps
 from tg.dtype import DType, dtypes
+from tg.helpers import prod
 from tg.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from tg.renderer import Renderer
 from tg.shape.shapetracker import ShapeTracker
@@ -68,8 +69,48 @@ def _float_to_bf16_bits(x: UOp) -> UOp:
   return (bits + 0x7FFF + lsb).alu(BinaryOps.SHR, UOp.const(dtypes.uint32, 16))
 
 
+REDUCE_ALU = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.PROD: BinaryOps.MUL, ReduceOps.MAX: BinaryOps.MAX}
+
 # The kind of each axis of a kernel's iteration space (see kernel.py for how optimizations set them)
-GLOBAL, REDUCE, UPCAST, UNROLL = "g", "r", "u", "n"
+GLOBAL, REDUCE, UPCAST, UNROLL, LOCAL, GROUP = "g", "r", "u", "n", "l", "G"
+
+
+def fold_dims(sizes: list[sint], max_dims: tuple[int, ...] | None, name: str) -> tuple[list[sint], list[Variable], list[Node]]:
+  """Fit a kernel's output axes (outermost first) onto a device's launch dims (dim 0 = x, the innermost axis).
+
+  Returns the launch dim sizes, a Variable `__<name><d>` per dim, and per axis its index as an expression of them: axes beyond
+  the device's dim count are merged into the outermost dim (then unpacked by div/mod), and a dim longer than the
+  device allows is split over a spare dim when a divisor fits. Without `max_dims` every axis is its own dim."""
+  if max_dims is None:
+    dims: list[sint] = list(reversed(sizes))
+    groups = [[len(sizes) - 1 - d] for d in range(len(sizes))]
+  else:
+    n = len(max_dims)
+    groups = [[len(sizes) - 1 - d] for d in range(min(n - 1, len(sizes)))]
+    if len(sizes) >= n:  # the outermost dim takes every remaining axis
+      groups.append(list(range(len(sizes) - n, -1, -1)))
+    dims = [prod(sizes[a] for a in g) for g in groups]
+  # a dim too long for the device: split it over the next free dim as hi * k + lo
+  splits: dict[int, int] = {}
+  if max_dims is not None:
+    for d, size in enumerate(dims):
+      if isinstance(size, int) and size > max_dims[d]:
+        k = next((k for k in range(min(max_dims[d], size), 1, -1) if size % k == 0 and len(dims) < len(max_dims) and size // k <= max_dims[len(dims)]), None)
+        if k is None:
+          raise ValueError(f"an output of {size} along one launch dim doesn't fit the device's limits {max_dims}")
+        splits[d] = len(dims)
+        dims[d] = k
+        dims.append(size // k)
+  launch = [Variable(f"__{name}{d}", 0, (s if isinstance(s, int) else s.max) - 1) for d, s in enumerate(dims)]
+  idxs: list[Node] = [NumNode(0)] * len(sizes)
+  for d, g in enumerate(groups):
+    whole: Node = launch[d] + launch[splits[d]] * dims[d] if d in splits else launch[d]
+    stride: sint = 1
+    for i, a in enumerate(g):  # innermost axis first
+      idx = whole // stride if i == len(g) - 1 else (whole // stride) % sizes[a]
+      idxs[a] = idx if isinstance(idx, Node) else NumNode(idx)
+      stride = stride * sizes[a]
+  return dims, launch, idxs
 
 
 def default_axis_kinds(ast: LazyOp) -> tuple[str, ...]:
@@ -120,47 +161,111 @@ class Lowerer:
     self.ctx: dict[Variable, UOp] = {}
     for v in sorted(set().union(*[s.vars() for s in self.full_shape if isinstance(s, Node)]), key=lambda v: v.expr):
       self.ctx[v] = UOp(UOps.DEFINE_VAR, i32, (), v)
-    self.idx: dict[int, Node] = {}  # index of each global and reduce axis
+    self.idx: dict[int, Node] = {}  # index of each global, local, group and reduce axis
     self.global_size: list[sint] = []
+    self.local_size: list[int] = []
     self.reduce_ranges: list[UOp] = []
-    for i, (size, kind) in enumerate(zip(self.full_shape, self.kinds)):
-      if kind not in (GLOBAL, REDUCE):
-        continue
+    self.group_partials: dict[tuple[LazyOp, tuple[Node, ...]], tuple[UOp, UOp, int]] = {}
+    axes = {kind: [i for i, k in enumerate(self.kinds) if k == kind and self.full_shape[i] != 1] for kind in (GLOBAL, LOCAL, GROUP, REDUCE)}
+    for i, size in enumerate(self.full_shape):
       if size == 1:  # a size-1 axis needs no index
         self.idx[i] = NumNode(0)
-        continue
-      top = (size if isinstance(size, int) else size.max) - 1
-      if kind == GLOBAL:
-        n = len(self.global_size)
+    if self.renderer.global_ids:
+      # output axes are hardware indices: workgroups (gidx) and threads inside one (lidx: LOCAL, then GROUP axes)
+      for name, ax, max_dims, sizes_out in (("gidx", axes[GLOBAL], self.renderer.global_max, self.global_size),
+                                            ("lidx", axes[LOCAL] + axes[GROUP], self.renderer.local_max, self.local_size)):
+        dims, launch, exprs = fold_dims([self.full_shape[i] for i in ax], max_dims, name)
+        sizes_out.extend(dims)  # type: ignore[attr-defined]
+        for d, (size, var) in enumerate(zip(dims, launch)):
+          self.ctx[var] = UOp(UOps.SPECIAL, i32, (), (f"{name}{d}", d, size))
+        self.idx.update(zip(ax, exprs))
+    else:
+      for n, i in enumerate(axes[GLOBAL]):
+        size = self.full_shape[i]
         self.global_size.append(size)
-        var = self.idx[i] = Variable(f"__gidx{n}", 0, top)
-        if self.renderer.global_ids:
-          self.ctx[var] = UOp(UOps.SPECIAL, i32, (), (f"gidx{n}", n, size))
-        else:
-          self.ctx[var] = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), node_to_uop(size, self.ctx)), (n, False))
-      else:
-        var = self.idx[i] = Variable(f"__ridx{len(self.reduce_ranges)}", 0, top)
-        self.reduce_ranges.append(UOp(UOps.RANGE, i32, (UOp.const(i32, 0), node_to_uop(size, self.ctx)), (1000 + len(self.reduce_ranges), True)))
-        self.ctx[var] = self.reduce_ranges[-1]
+        var = self.idx[i] = Variable(f"__gidx{n}", 0, (size if isinstance(size, int) else size.max) - 1)
+        self.ctx[var] = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), node_to_uop(size, self.ctx)), (n, False))
+    for i in axes[REDUCE]:
+      size = self.full_shape[i]
+      var = self.idx[i] = Variable(f"__ridx{len(self.reduce_ranges)}", 0, (size if isinstance(size, int) else size.max) - 1)
+      self.reduce_ranges.append(UOp(UOps.RANGE, i32, (UOp.const(i32, 0), node_to_uop(size, self.ctx)), (1000 + len(self.reduce_ranges), True)))
+      self.ctx[var] = self.reduce_ranges[-1]
     store = self.ast
     st: ShapeTracker = store.arg.st
-    out_shape = tuple(1 if k in (REDUCE, UNROLL) else s for s, k in zip(self.full_shape, self.kinds))
+    out_shape = tuple(1 if k in (REDUCE, UNROLL, GROUP) else s for s, k in zip(self.full_shape, self.kinds))
     if st.shape != out_shape:
       st = st.reshape(out_shape)
     stores = []
     for upcast in self._combos(UPCAST):
-      out_idxs = [upcast.get(i, self.idx.get(i, NumNode(0))) if k not in (REDUCE, UNROLL) else NumNode(0) for i, k in enumerate(self.kinds)]
+      out_idxs = [upcast.get(i, self.idx.get(i, NumNode(0))) if k not in (REDUCE, UNROLL, GROUP) else NumNode(0) for i, k in enumerate(self.kinds)]
       val = self._lower(store.src[0], out_idxs)
       nidx, nvalid = st.expr_idxs(out_idxs)
       idx = node_to_uop(nidx, self.ctx)
       if self.emulate_bf16 and store.arg.dtype == dtypes.bfloat16:
         val = _float_to_bf16_bits(val).cast(dtypes.uint16)
       valid = node_to_uop(nvalid, self.ctx).cast(dtypes.bool)
+      if any(k == GROUP for k in self.kinds):  # every thread of a group holds the result: the first one stores it
+        valid = valid.logical_and(node_to_uop(self._group_lin(), self.ctx).lt(1))
       if valid.op is UOps.CONST and not valid.arg:
         continue  # an unrolled copy that lands wholly in padding (PADTO) stores nothing
       srcs = (self.buffer(store.arg), idx, val) + (() if valid.op is UOps.CONST else (valid,))
       stores.append(UOp(UOps.STORE, None, srcs))
     return UOp(UOps.SINK, None, tuple(stores))
+
+  def _reduce(self, op: LazyOp, idxs: list[Node]) -> UOp:
+    """This thread's reduction: over the reduce loops, with the unrolled elements combined in each iteration."""
+    alu = REDUCE_ALU[op.op]
+    vals = []
+    for unroll in self._combos(UNROLL):  # reduce and group axes take their indices, unrolled axes each of their values
+      ridxs = [self.idx[i] if k in (REDUCE, GROUP) else unroll[i] if k == UNROLL else idxs[i] for i, k in enumerate(self.kinds)]
+      vals.append(self._lower(op.src[0], ridxs))
+    acc = vals[0]
+    for v in vals[1:]:
+      acc = acc.alu(alu, v)
+    if not self.reduce_ranges:  # everything unrolled: no loop left to reduce over
+      return acc
+    return UOp(UOps.REDUCE, acc.dtype, (acc, *self.reduce_ranges), alu)
+
+  def _axes_lin(self, kinds: tuple[str, ...]) -> Node:
+    """The row-major linear index of the axes of `kinds`."""
+    lin: Node = NumNode(0)
+    for i, k in enumerate(self.kinds):
+      if k in kinds:
+        lin = lin * self.full_shape[i] + self.idx[i]
+    return lin
+
+  def _group_lin(self) -> Node:
+    return self._axes_lin((GROUP,))
+
+  def _group_reduce(self, op: LazyOp, idxs: list[Node]) -> UOp:
+    """A reduction shared by the threads of a workgroup (GROUP axes): each thread reduces its share, writes it to
+    local memory, and after a barrier every thread combines its group's partials. All upcast copies are written
+    before the one barrier, so the barrier is the same node whichever copy is being lowered."""
+    alu = REDUCE_ALU[op.op]
+    upcasts = self._combos(UPCAST)
+    group = prod(s for s, k in zip(self.full_shape, self.kinds) if k == GROUP)
+    threads = prod(s for s, k in zip(self.full_shape, self.kinds) if k in (LOCAL, GROUP))
+    assert isinstance(group, int) and isinstance(threads, int)
+    dt = self.vdt(op.dtype)
+    key = (op, tuple(i for i, k in zip(idxs, self.kinds) if k != UPCAST))
+    if key not in self.group_partials:
+      n = len(self.group_partials)
+      local = UOp(UOps.DEFINE_LOCAL, dt.ptr(), (), (f"temp{n}", threads * len(upcasts)))
+      thread = self._axes_lin((LOCAL,)) * group + self._group_lin()  # a LOCAL thread's group partials are one run
+      stores = []
+      for c, upcast in enumerate(upcasts):
+        partial = self._reduce(op, [upcast.get(i, x) if k == UPCAST else x for i, (x, k) in enumerate(zip(idxs, self.kinds))])
+        stores.append(UOp(UOps.STORE, None, (local, node_to_uop(thread + c * threads, self.ctx), partial)))
+      barrier = UOp(UOps.BARRIER, None, tuple(stores))
+      self.group_partials[key] = (local, barrier, n)
+    local, barrier, n = self.group_partials[key]
+    c = next(c for c, upcast in enumerate(upcasts) if all(idxs[i] == v for i, v in upcast.items()))
+    # sum the run of partials of this thread's LOCAL position
+    i32 = dtypes.int32
+    r = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), UOp.const(i32, group)), (2000 + n, True))
+    base = node_to_uop((self._axes_lin((LOCAL,)) * group) + c * threads, self.ctx)
+    ld = UOp(UOps.LOAD, dt, (local, base + r, barrier))
+    return UOp(UOps.REDUCE, dt, (ld, r), alu)
 
   def _lower(self, op: LazyOp, idxs: list[Node]) -> UOp:
     if op.op is BufferOps.LOAD or op.op is BufferOps.CONST:
@@ -179,18 +284,7 @@ class Lowerer:
         ld = UOp(UOps.LOAD, ldt, (buf, idx, valid, UOp.const(ldt, 0)))
       return _bf16_to_float(ld) if ldt != op.arg.dtype else ld
     if isinstance(op.op, ReduceOps):
-      alu = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.PROD: BinaryOps.MUL, ReduceOps.MAX: BinaryOps.MAX}[op.op]
-      # inside the reduction: reduce axes take the loop indices, unrolled axes each of their values
-      vals = []
-      for unroll in self._combos(UNROLL):
-        ridxs = [self.idx[i] if k == REDUCE else unroll[i] if k == UNROLL else idxs[i] for i, k in enumerate(self.kinds)]
-        vals.append(self._lower(op.src[0], ridxs))
-      acc = vals[0]
-      for v in vals[1:]:
-        acc = acc.alu(alu, v)
-      if not self.reduce_ranges:  # everything unrolled: no loop left to reduce over
-        return acc
-      return UOp(UOps.REDUCE, acc.dtype, (acc, *self.reduce_ranges), alu)
+      return self._group_reduce(op, idxs) if GROUP in self.kinds else self._reduce(op, idxs)
     srcs = [self._lower(s, idxs) for s in op.src]
     if op.op is UnaryOps.CAST:
       out = srcs[0].cast(self.vdt(op.arg))

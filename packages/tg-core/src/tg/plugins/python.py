@@ -1,7 +1,8 @@
 """The PYTHON device: a UOp interpreter, the reference every other backend is checked against.
 
-It runs like a GPU: one "lane" per global thread id (SPECIAL), every instruction applied to all lanes
-at once, loops (RANGE) shared by all lanes. The "source" is the linear program itself, serialized;
+It runs like a GPU: one "lane" per thread (every workgroup's every thread, from the SPECIAL gidx/lidx ids),
+every instruction applied to all lanes at once, loops (RANGE) shared by all lanes. As all lanes move in
+lockstep, a BARRIER has nothing to wait for; local memory (DEFINE_LOCAL) is one array per workgroup. The "source" is the linear program itself, serialized;
 the meaning of each ALU op is `tg.ops.exec_alu`, the same function constant folding uses.
 """
 from __future__ import annotations
@@ -27,6 +28,8 @@ DEVICE = "PYTHON"
 class PythonRenderer(Renderer):
   device = DEVICE
   global_ids = True
+  has_local = True  # emulated: lets every LOCAL/GROUP kernel be checked against the plain one
+  local_max_threads = 256
 
   def render(self, name: str, uops: list[UOp]) -> str:
     index = {u: i for i, u in enumerate(uops)}
@@ -81,8 +84,12 @@ class PythonProgram:
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (), local_size: tuple[int, ...] = (),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
     st = time.perf_counter()
-    lanes = list(itertools.product(*[range(s) for s in reversed(global_size)])) if global_size else [()]
-    n = len(lanes)
+    # a lane is (workgroup coordinates, thread coordinates), each outermost dim first
+    groups = list(itertools.product(*[range(s) for s in reversed(global_size)]))
+    threads = list(itertools.product(*[range(s) for s in reversed(local_size)]))
+    lanes = [(g, t) for g in groups for t in threads]
+    n, n_threads = len(lanes), len(threads)
+    local_base = [lane // n_threads for lane in range(n)]  # which workgroup's local memory a lane sees
     mvs = [memoryview(b).cast("B") for b in bufs]
     v: dict[int, list[Any]] = {}
     buf_of: dict[int, tuple[memoryview, DType]] = {}
@@ -96,8 +103,14 @@ class PythonProgram:
       elif op == "CONST":
         v[pc] = [arg] * n
       elif op == "SPECIAL":
-        dim = arg[1]
-        v[pc] = [lane[len(global_size) - 1 - dim] for lane in lanes]
+        dim, is_local = arg[1], arg[0].startswith("lidx")
+        v[pc] = [t[len(local_size) - 1 - dim] for _, t in lanes] if is_local else [g[len(global_size) - 1 - dim] for g, _ in lanes]
+      elif op == "DEFINE_LOCAL":
+        assert isinstance(dt, PtrDType)
+        size = arg[1]
+        buf_of[pc] = ([0] * (size * len(groups)), dt.base, size)  # type: ignore[assignment]
+      elif op == "BARRIER":
+        pass
       elif op == "RANGE":
         start, end = v[src[0]][0], v[src[1]][0]
         if start >= end:  # an empty loop: continue after its ENDRANGE
@@ -110,10 +123,18 @@ class PythonProgram:
           v[rpc] = [nxt] * n
           pc = rpc + 1
           continue
+      elif op == "LOAD" and len(buf_of[src[0]]) == 3:  # local memory: offset by the lane's workgroup
+        lmem, _, size = buf_of[src[0]]  # type: ignore[misc]
+        v[pc] = [lmem[g * size + i] for g, i in zip(local_base, v[src[1]])]
+      elif op == "STORE" and len(buf_of[src[0]]) == 3:
+        lmem, _, size = buf_of[src[0]]  # type: ignore[misc]
+        for lane, (i, x) in enumerate(zip(v[src[1]], v[src[2]])):
+          if len(src) == 3 or v[src[3]][lane]:
+            lmem[local_base[lane] * size + i] = x
       elif op == "LOAD":
         buf, bdt = buf_of[src[0]]
         idxs = v[src[1]]
-        if len(src) > 2:
+        if len(src) == 4:
           valid, alt = v[src[2]], v[src[3]]
           v[pc] = [_load(buf, bdt, i) if ok else a for i, ok, a in zip(idxs, valid, alt)]
         else:
