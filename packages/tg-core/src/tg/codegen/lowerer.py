@@ -6,10 +6,12 @@ Each LOAD/CONST turns its ShapeTracker into an index and a validity expression o
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tg.codegen.uops import UOp, UOps
 from tg.dtype import DType, dtypes
 from tg.helpers import prod
-from tg.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
+from tg.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, Op, ReduceOps, TernaryOps, UnaryOps
 from tg.renderer import Renderer
 from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import AndNode, DivNode, LtNode, ModNode, MulNode, Node, NumNode, SumNode, Variable, sint
@@ -69,7 +71,7 @@ def _float_to_bf16_bits(x: UOp) -> UOp:
   return (bits + 0x7FFF + lsb).alu(BinaryOps.SHR, UOp.const(dtypes.uint32, 16))
 
 
-REDUCE_ALU = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.PROD: BinaryOps.MUL, ReduceOps.MAX: BinaryOps.MAX}
+REDUCE_ALU: dict[Op, BinaryOps] = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.PROD: BinaryOps.MUL, ReduceOps.MAX: BinaryOps.MAX}
 
 # The kind of each axis of a kernel's iteration space (see kernel.py for how optimizations set them)
 GLOBAL, REDUCE, UPCAST, UNROLL, LOCAL, GROUP = "g", "r", "u", "n", "l", "G"
@@ -78,39 +80,62 @@ GLOBAL, REDUCE, UPCAST, UNROLL, LOCAL, GROUP = "g", "r", "u", "n", "l", "G"
 def fold_dims(sizes: list[sint], max_dims: tuple[int, ...] | None, name: str) -> tuple[list[sint], list[Variable], list[Node]]:
   """Fit a kernel's output axes (outermost first) onto a device's launch dims (dim 0 = x, the innermost axis).
 
-  Returns the launch dim sizes, a Variable `__<name><d>` per dim, and per axis its index as an expression of them: axes beyond
-  the device's dim count are merged into the outermost dim (then unpacked by div/mod), and a dim longer than the
-  device allows is split over a spare dim when a divisor fits. Without `max_dims` every axis is its own dim."""
-  if max_dims is None:
-    dims: list[sint] = list(reversed(sizes))
-    groups = [[len(sizes) - 1 - d] for d in range(len(sizes))]
-  else:
-    n = len(max_dims)
-    groups = [[len(sizes) - 1 - d] for d in range(min(n - 1, len(sizes)))]
-    if len(sizes) >= n:  # the outermost dim takes every remaining axis
-      groups.append(list(range(len(sizes) - n, -1, -1)))
-    dims = [prod(sizes[a] for a in g) for g in groups]
-  # a dim too long for the device: split it over the next free dim as hi * k + lo
-  splits: dict[int, int] = {}
-  if max_dims is not None:
-    for d, size in enumerate(dims):
-      if isinstance(size, int) and size > max_dims[d]:
-        k = next((k for k in range(min(max_dims[d], size), 1, -1) if size % k == 0 and len(dims) < len(max_dims) and size // k <= max_dims[len(dims)]), None)
-        if k is None:
-          raise ValueError(f"an output of {size} along one launch dim doesn't fit the device's limits {max_dims}")
-        splits[d] = len(dims)
-        dims[d] = k
-        dims.append(size // k)
-  launch = [Variable(f"__{name}{d}", 0, (s if isinstance(s, int) else s.max) - 1) for d, s in enumerate(dims)]
-  idxs: list[Node] = [NumNode(0)] * len(sizes)
+  Returns the launch dim sizes, a Variable `__<name><d>` per dim, and per axis its index as an expression of them.
+  Each axis gets its own dim where the device allows (the innermost axis on x keeps neighbouring threads on
+  neighbouring elements); axes beyond the device's dim count are merged into the outermost dim, and a dim longer
+  than the device allows is split over a spare dim. When that can't fit, the outputs are numbered in one row-major
+  sequence that is cut into dims by divisors. Without `max_dims` every axis is its own dim."""
+  def variables(dims: list[sint]) -> list[Variable]:
+    return [Variable(f"__{name}{d}", 0, (s if isinstance(s, int) else s.max) - 1) for d, s in enumerate(dims)]
+
+  def unpack(whole: Node, axes: list[int]) -> dict[int, Node]:  # row-major digits of `whole`, innermost axis first
+    out, stride = {}, 1
+    for j, a in enumerate(axes):
+      idx = whole // stride if j == len(axes) - 1 else (whole // stride) % sizes[a]
+      out[a] = idx if isinstance(idx, Node) else NumNode(idx)
+      stride = stride * sizes[a]  # type: ignore[assignment]
+    return out
+
+  n = len(max_dims) if max_dims is not None else len(sizes)
+  groups = [[len(sizes) - 1 - d] for d in range(min(n - 1, len(sizes)))]
+  if len(sizes) >= n:  # the outermost dim takes every remaining axis
+    groups.append(list(range(len(sizes) - n, -1, -1)))
+  dims: list[sint] = [prod(sizes[a] for a in g) for g in groups]
+  splits: dict[int, int] = {}  # a dim too long for the device, split over a spare dim as hi * k + lo
+  for d, size in enumerate(list(dims)):
+    if max_dims is not None and isinstance(size, int) and size > max_dims[d]:
+      e = len(dims)
+      k = next((k for k in range(max_dims[d], 1, -1) if size % k == 0 and e < len(max_dims) and size // k <= max_dims[e]), None)
+      if k is None:
+        return _fold_linear(sizes, max_dims, variables, unpack)
+      splits[d], dims[d] = e, k
+      dims.append(size // k)
+  launch = variables(dims)
+  idxs: dict[int, Node] = {}
   for d, g in enumerate(groups):
-    whole: Node = launch[d] + launch[splits[d]] * dims[d] if d in splits else launch[d]
-    stride: sint = 1
-    for i, a in enumerate(g):  # innermost axis first
-      idx = whole // stride if i == len(g) - 1 else (whole // stride) % sizes[a]
-      idxs[a] = idx if isinstance(idx, Node) else NumNode(idx)
-      stride = stride * sizes[a]
-  return dims, launch, idxs
+    idxs.update(unpack(launch[d] + launch[splits[d]] * dims[d] if d in splits else launch[d], g))
+  return dims, launch, [idxs[a] for a in range(len(sizes))]
+
+
+def _fold_linear(sizes: list[sint], max_dims: tuple[int, ...], variables: Callable[[list[sint]], list[Variable]],
+                 unpack: Callable[[Node, list[int]], dict[int, Node]]) -> tuple[list[sint], list[Variable], list[Node]]:
+  total = prod(sizes)
+  if not isinstance(total, int):
+    raise ValueError(f"outputs of symbolic sizes {sizes} don't fit the device's launch limits {max_dims}")
+  dims: list[sint] = []
+  rest = total
+  for m in max_dims:
+    k = next(k for k in range(min(m, rest), 0, -1) if rest % k == 0)
+    dims.append(k)
+    rest //= k
+  if rest != 1:
+    raise ValueError(f"{total} outputs don't fit the device's launch limits {max_dims}")
+  launch = variables(dims)
+  whole: Node = NumNode(0)
+  for d in reversed(range(len(dims))):
+    whole = whole * dims[d] + launch[d]
+  idxs = unpack(whole, list(range(len(sizes) - 1, -1, -1)))
+  return dims, launch, [idxs[a] for a in range(len(sizes))]
 
 
 def default_axis_kinds(ast: LazyOp) -> tuple[str, ...]:
@@ -175,7 +200,7 @@ class Lowerer:
       for name, ax, max_dims, sizes_out in (("gidx", axes[GLOBAL], self.renderer.global_max, self.global_size),
                                             ("lidx", axes[LOCAL] + axes[GROUP], self.renderer.local_max, self.local_size)):
         dims, launch, exprs = fold_dims([self.full_shape[i] for i in ax], max_dims, name)
-        sizes_out.extend(dims)  # type: ignore[attr-defined]
+        sizes_out.extend(dims)  # type: ignore[arg-type]
         for d, (size, var) in enumerate(zip(dims, launch)):
           self.ctx[var] = UOp(UOps.SPECIAL, i32, (), (f"{name}{d}", d, size))
         self.idx.update(zip(ax, exprs))

@@ -2,8 +2,9 @@
 
 It runs like a GPU: one "lane" per thread (every workgroup's every thread, from the SPECIAL gidx/lidx ids),
 every instruction applied to all lanes at once, loops (RANGE) shared by all lanes. As all lanes move in
-lockstep, a BARRIER has nothing to wait for; local memory (DEFINE_LOCAL) is one array per workgroup. The "source" is the linear program itself, serialized;
-the meaning of each ALU op is `tg.ops.exec_alu`, the same function constant folding uses.
+lockstep, a BARRIER has nothing to wait for; local memory (DEFINE_LOCAL) is one array per workgroup.
+The "source" is the linear program itself, serialized; the meaning of each ALU op is `tg.ops.exec_alu`,
+the same function constant folding uses.
 """
 from __future__ import annotations
 
