@@ -19,7 +19,7 @@ from tg.shape.symbolic import sym_infer
   ([5], (8, 8, 8)), ([3, 4], (8, 8, 8)), ([2, 3, 4, 5], (64, 64, 64)), ([2, 3, 4, 5, 6], (64, 64, 64)),
   ([7, 100], (25, 8, 8)),   # 100 is too long for x: split over a spare dim
   ([6, 3, 2, 6], (4, 3, 64)),  # no spare dim: numbered in one sequence, cut by divisors
-  ([3, 5, 7], None),
+  ([3, 5, 7], None), ([], (8, 8, 8)), ([], None),
 ])
 def test_fold_dims_covers_every_output_once(sizes: list[int], max_dims: tuple[int, ...] | None) -> None:
   dims, launch, idxs = fold_dims(sizes, max_dims, "gidx")  # type: ignore[arg-type]

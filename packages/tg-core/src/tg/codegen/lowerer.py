@@ -96,6 +96,8 @@ def fold_dims(sizes: list[sint], max_dims: tuple[int, ...] | None, name: str) ->
       stride = stride * sizes[a]  # type: ignore[assignment]
     return out
 
+  if not sizes:
+    return [], [], []
   n = len(max_dims) if max_dims is not None else len(sizes)
   groups = [[len(sizes) - 1 - d] for d in range(min(n - 1, len(sizes)))]
   if len(sizes) >= n:  # the outermost dim takes every remaining axis
