@@ -16,11 +16,13 @@ import traceback
 import benchlib as bl  # sorts first: sets thread counts before numpy/torch load
 import conv2d
 import elementwise
+import gpt2_block
 import jit_replay
 import matmul
 import mlp_adam
 
-BENCHMARKS = {"matmul": matmul.run, "conv2d": conv2d.run, "elementwise": elementwise.run, "mlp_adam": mlp_adam.run, "jit_replay": jit_replay.run}
+BENCHMARKS = {"matmul": matmul.run, "conv2d": conv2d.run, "elementwise": elementwise.run, "mlp_adam": mlp_adam.run,
+              "gpt2_block": gpt2_block.run, "jit_replay": jit_replay.run}
 
 
 def main() -> None:
