@@ -139,3 +139,36 @@ def test_group_reduce_uses_local_memory_and_a_barrier() -> None:
   assert ops.count(UOps.DEFINE_LOCAL) == 1 and ops.count(UOps.BARRIER) == 1
   assert p.local_size and np.prod(p.local_size) == 8
   np.testing.assert_allclose(_run(ast, bufs, k.applied_opts), _run(ast, bufs, []), rtol=1e-5, atol=1e-5)
+
+
+def _two_output_kernel():  # type: ignore[no-untyped-def]
+  """out0 = sum(x*x, axis=1), out1 = max(x, axis=1) + 1: two outputs of one reduction input, in one kernel."""
+  from tg.device import Buffer
+  from tg.dtype import dtypes
+  from tg.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps
+  from tg.shape.shapetracker import ShapeTracker
+  f32 = dtypes.float32
+  x = LazyOp(BufferOps.LOAD, (), MemBuffer(2, f32, ShapeTracker.from_shape((16, 32))))
+  out_st = ShapeTracker.from_shape((16, 1))
+  s0 = LazyOp(BufferOps.STORE, (LazyOp(ReduceOps.SUM, (LazyOp(BinaryOps.MUL, (x, x)),), (1,)),), MemBuffer(0, f32, out_st))
+  one = LazyOp(BufferOps.CONST, (), ConstBuffer(1.0, f32, out_st))
+  s1 = LazyOp(BufferOps.STORE, (LazyOp(BinaryOps.ADD, (LazyOp(ReduceOps.MAX, (x,), (1,)), one)),), MemBuffer(1, f32, out_st))
+  xs = rng.standard_normal((16, 32)).astype(np.float32)
+  bufs = [Buffer(Device.DEFAULT, 16, f32), Buffer(Device.DEFAULT, 16, f32), Buffer(Device.DEFAULT, 16 * 32, f32).copyin(memoryview(xs))]
+  return LazyOp(MetaOps.SINK, (s0, s1)), bufs, xs
+
+
+@pytest.mark.parametrize("opts", [[], [Opt(OptOps.UPCAST, 0, 4)], [Opt(OptOps.UNROLL, 1, 4)], [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UNROLL, 2, 8)],
+                                  [Opt(OptOps.GROUPTOP, 1, 8)], [Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.GROUP, 2, 4), Opt(OptOps.UPCAST, 0, 2)]])
+def test_multi_output_kernel(opts: list[Opt]) -> None:
+  ast, bufs, xs = _two_output_kernel()
+  k = Kernel(ast, Device[Device.DEFAULT].renderer)
+  if not k.renderer.has_local and any(o.op in LOCAL_OPS for o in opts):
+    pytest.skip(f"{opts} needs workgroups, which {Device.DEFAULT} has not")
+  k.apply_opts(opts)
+  p = k.to_program()
+  upcasts = int(np.prod([o.amt for o in opts if o.op is OptOps.UPCAST]))
+  assert sum(1 for u in p.uops if u.op.name == "STORE" and u.src[0].op.name == "DEFINE_GLOBAL") == 2 * upcasts
+  CompiledRunner(p)([b.ensure_allocated() for b in bufs], {})
+  np.testing.assert_allclose(np.frombuffer(bufs[0].as_buffer(), dtype=np.float32), (xs * xs).sum(1), rtol=1e-5)
+  np.testing.assert_allclose(np.frombuffer(bufs[1].as_buffer(), dtype=np.float32), xs.max(1) + 1, rtol=1e-6)

@@ -41,6 +41,7 @@ class BufferOps(Enum):
 class MetaOps(Enum):
   """Lazy-graph ops that are not arithmetic: where data comes from and how it moves."""
   EMPTY = auto(); CONST = auto(); COPY = auto(); CONTIGUOUS = auto(); ASSIGN = auto()  # noqa: E702
+  SINK = auto()  # the root of a kernel with several outputs: src = its STOREs (output buffers 0..n-1)
 
 
 Op = Union[UnaryOps, BinaryOps, TernaryOps, ReduceOps, BufferOps, MetaOps]

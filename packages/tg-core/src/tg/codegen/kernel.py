@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from enum import Enum, auto
 
 from tg.codegen.linearize import linearize
-from tg.codegen.lowerer import GLOBAL, GROUP, LOCAL, REDUCE, UNROLL, UPCAST, Lowerer, default_axis_kinds, full_shape
+from tg.codegen.lowerer import GLOBAL, GROUP, LOCAL, REDUCE, UNROLL, UPCAST, Lowerer, default_axis_kinds, full_shape, kernel_stores
 from tg.codegen.transcendental import rewrite_transcendentals
 from tg.codegen.uops import UOp, UOps
 from tg.helpers import DEBUG, getenv, prod, to_function_name
-from tg.ops import BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps
+from tg.ops import BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps
 from tg.renderer import Program, Renderer
 from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import Node, sint
@@ -69,8 +69,8 @@ def _map_sts(ast: LazyOp, fxn: object) -> LazyOp:
 
 class Kernel:
   def __init__(self, ast: LazyOp, renderer: Renderer) -> None:
-    if ast.op is not BufferOps.STORE:
-      raise ValueError(f"a kernel AST is rooted at a STORE, not {ast.op}")
+    if not (ast.op is BufferOps.STORE or (ast.op is MetaOps.SINK and ast.src and all(s.op is BufferOps.STORE for s in ast.src))):
+      raise ValueError(f"a kernel AST is rooted at a STORE or at a SINK of STOREs, not {ast.op}")
     self.ast, self.renderer = ast, renderer
     self.kinds: tuple[str, ...] = default_axis_kinds(ast)
     self.applied_opts: list[Opt] = []
@@ -259,9 +259,10 @@ class Kernel:
     global_size = tuple(self.lowerer.global_size) if self.renderer.global_ids else ()
     local_size = tuple(self.lowerer.local_size) if self.renderer.global_ids else ()
     loads = [op for op in self.ast.lazyops() if op.op is BufferOps.LOAD]
-    mem = sum(op.arg.dtype.itemsize * op.arg.st.real_size() for op in loads) + self.ast.arg.dtype.itemsize * prod(self.ast.arg.st.shape)
+    mem = sum(op.arg.dtype.itemsize * op.arg.st.real_size() for op in loads) + \
+      sum(s.arg.dtype.itemsize * prod(s.arg.st.shape) for s in kernel_stores(self.ast))
     # napkin math for DEBUG=2: one op per ALU/reduce node per point of the iteration space
-    ops = prod(self.full_shape) * sum(1 for op in self.ast.lazyops() if op.op not in BufferOps)
+    ops = prod(self.full_shape) * sum(1 for op in self.ast.lazyops() if op.op not in BufferOps and op.op is not MetaOps.SINK)
     buf_count = len({u.arg for u in uops if u.op is UOps.DEFINE_GLOBAL})
     variables = tuple(u.arg for u in uops if u.op is UOps.DEFINE_VAR)
     return Program(self.name, src, self.renderer.device, global_size, local_size, variables, buf_count, ops, mem, uops)

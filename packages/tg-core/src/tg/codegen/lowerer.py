@@ -11,7 +11,7 @@ from collections.abc import Callable
 from tg.codegen.uops import UOp, UOps
 from tg.dtype import DType, dtypes
 from tg.helpers import prod
-from tg.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, Op, ReduceOps, TernaryOps, UnaryOps
+from tg.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, MetaOps, Op, ReduceOps, TernaryOps, UnaryOps
 from tg.renderer import Renderer
 from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import AndNode, DivNode, LtNode, ModNode, MulNode, Node, NumNode, SumNode, Variable, sint
@@ -57,7 +57,12 @@ def full_shape(ast: LazyOp) -> tuple[sint, ...]:
   for op in (reduceop.src[0] if reduceop is not None else ast).lazyops():
     if op.op in (BufferOps.LOAD, BufferOps.CONST):
       return op.arg.st.shape  # type: ignore[no-any-return]
-  return ast.arg.st.shape  # type: ignore[no-any-return]
+  return kernel_stores(ast)[0].arg.st.shape  # type: ignore[no-any-return]
+
+
+def kernel_stores(ast: LazyOp) -> tuple[LazyOp, ...]:
+  """The STOREs of a kernel AST: the root itself, or the sources of a SINK (a kernel with several outputs)."""
+  return ast.src if ast.op is MetaOps.SINK else (ast,)
 
 
 def _bf16_to_float(bits16: UOp) -> UOp:
@@ -217,26 +222,26 @@ class Lowerer:
       var = self.idx[i] = Variable(f"__ridx{len(self.reduce_ranges)}", 0, (size if isinstance(size, int) else size.max) - 1)
       self.reduce_ranges.append(UOp(UOps.RANGE, i32, (UOp.const(i32, 0), node_to_uop(size, self.ctx)), (1000 + len(self.reduce_ranges), True)))
       self.ctx[var] = self.reduce_ranges[-1]
-    store = self.ast
-    st: ShapeTracker = store.arg.st
-    out_shape = tuple(1 if k in (REDUCE, UNROLL, GROUP) else s for s, k in zip(self.full_shape, self.kinds))
-    if st.shape != out_shape:
-      st = st.reshape(out_shape)
     stores = []
-    for upcast in self._combos(UPCAST):
-      out_idxs = [upcast.get(i, self.idx.get(i, NumNode(0))) if k not in (REDUCE, UNROLL, GROUP) else NumNode(0) for i, k in enumerate(self.kinds)]
-      val = self._lower(store.src[0], out_idxs)
-      nidx, nvalid = st.expr_idxs(out_idxs)
-      idx = node_to_uop(nidx, self.ctx)
-      if self.emulate_bf16 and store.arg.dtype == dtypes.bfloat16:
-        val = _float_to_bf16_bits(val).cast(dtypes.uint16)
-      valid = node_to_uop(nvalid, self.ctx).cast(dtypes.bool)
-      if any(k == GROUP for k in self.kinds):  # every thread of a group holds the result: the first one stores it
-        valid = valid.logical_and(node_to_uop(self._group_lin(), self.ctx).lt(1))
-      if valid.op is UOps.CONST and not valid.arg:
-        continue  # an unrolled copy that lands wholly in padding (PADTO) stores nothing
-      srcs = (self.buffer(store.arg), idx, val) + (() if valid.op is UOps.CONST else (valid,))
-      stores.append(UOp(UOps.STORE, None, srcs))
+    for store in kernel_stores(self.ast):  # several outputs share the loops and every common subexpression
+      st: ShapeTracker = store.arg.st
+      out_shape = tuple(1 if k in (REDUCE, UNROLL, GROUP) else s for s, k in zip(self.full_shape, self.kinds))
+      if st.shape != out_shape:
+        st = st.reshape(out_shape)
+      for upcast in self._combos(UPCAST):
+        out_idxs = [upcast.get(i, self.idx.get(i, NumNode(0))) if k not in (REDUCE, UNROLL, GROUP) else NumNode(0) for i, k in enumerate(self.kinds)]
+        val = self._lower(store.src[0], out_idxs)
+        nidx, nvalid = st.expr_idxs(out_idxs)
+        idx = node_to_uop(nidx, self.ctx)
+        if self.emulate_bf16 and store.arg.dtype == dtypes.bfloat16:
+          val = _float_to_bf16_bits(val).cast(dtypes.uint16)
+        valid = node_to_uop(nvalid, self.ctx).cast(dtypes.bool)
+        if any(k == GROUP for k in self.kinds):  # every thread of a group holds the result: the first one stores it
+          valid = valid.logical_and(node_to_uop(self._group_lin(), self.ctx).lt(1))
+        if valid.op is UOps.CONST and not valid.arg:
+          continue  # an unrolled copy that lands wholly in padding (PADTO) stores nothing
+        srcs = (self.buffer(store.arg), idx, val) + (() if valid.op is UOps.CONST else (valid,))
+        stores.append(UOp(UOps.STORE, None, srcs))
     return UOp(UOps.SINK, None, tuple(stores))
 
   def _reduce(self, op: LazyOp, idxs: list[Node]) -> UOp:
