@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import Enum, auto
 
 from tg.codegen.linearize import linearize
+from tg.codegen.loop_collapse import collapse_loops
 from tg.codegen.lowerer import GLOBAL, GROUP, LOCAL, REDUCE, UNROLL, UPCAST, Lowerer, default_axis_kinds, full_shape, kernel_stores
 from tg.codegen.transcendental import rewrite_transcendentals
 from tg.codegen.uops import UOp, UOps
@@ -183,6 +184,8 @@ class Kernel:
     iteration; for elementwise kernels 4 outputs per iteration."""
     if getenv("NOOPT", 0):
       return self
+    if (red := self.reduceop) is not None and not any(op.op is BufferOps.LOAD for op in red.lazyops()):
+      return self  # a reduce of masked constants (arange-like) loads nothing: loop collapse removes its loop
     if self.renderer.has_local and self.renderer.global_ids:
       return self._workgroup_heuristics()
     shape = self.full_shape
@@ -237,6 +240,7 @@ class Kernel:
   def linearize(self) -> list[UOp]:
     self.lowerer = Lowerer(self.ast, self.renderer, self.kinds)
     sink = self.lowerer.lower()
+    sink = collapse_loops(sink)  # arange-like sums of a masked constant become a count: no loop
     # transcendental fallback: ops the renderer can't compute become basic ALU ops (kernels without them are untouched)
     sink = rewrite_transcendentals(sink, self.renderer.transcendental_fallback)
     if DEBUG >= 6:  # the UOp graph before linearizing: each node once, sources by number
