@@ -54,7 +54,8 @@ def _valid_opts(ast) -> list[Opt]:  # type: ignore[no-untyped-def]
   for axis, kind in enumerate(k.kinds):
     for amt in (2, 3, 4, 0):
       if kind == GLOBAL:
-        opts += [Opt(OptOps.UPCAST, axis, amt), Opt(OptOps.PADTO, axis, amt if amt else 8), Opt(OptOps.LOCAL, axis, amt)]
+        opts += [Opt(OptOps.UPCAST, axis, amt), Opt(OptOps.PADTO, axis, amt if amt else 8), Opt(OptOps.LOCAL, axis, amt),
+                 Opt(OptOps.BLOCK, axis, amt)]
       if kind == REDUCE:
         opts += [Opt(OptOps.UNROLL, axis, amt), Opt(OptOps.GROUP, axis, amt), Opt(OptOps.GROUPTOP, axis, amt)]
   out = []
@@ -86,12 +87,22 @@ def test_random_opt_combinations_match_unoptimized(name: str) -> None:
     k = Kernel(ast, Device[Device.DEFAULT].renderer)
     for _ in range(r.randint(1, 3)):
       axis = r.randrange(len(k.full_shape))
-      op = r.choice([OptOps.UPCAST, OptOps.UNROLL, OptOps.PADTO, *LOCAL_OPS])
+      op = r.choice([OptOps.UPCAST, OptOps.UNROLL, OptOps.PADTO, OptOps.BLOCK, *LOCAL_OPS])
       try:
         k.apply_opt(Opt(op, axis, r.choice([2, 3, 4])))
       except KernelOptError:
         pass
     np.testing.assert_allclose(_run(ast, bufs, k.applied_opts), ref, rtol=1e-5, atol=1e-5, err_msg=str(k.applied_opts))
+
+
+def test_block_reorders_the_output_loops() -> None:
+  ast, bufs = _build("matmul")
+  renderer = Device[Device.DEFAULT].renderer
+  if renderer.global_ids:
+    pytest.skip(f"{Device.DEFAULT}'s output axes are hardware indices, not loops")
+  k = Kernel(ast, renderer).apply_opts([Opt(OptOps.BLOCK, 0, 2)])
+  assert k.full_shape[:3] == (4, 16, 2) and k.kinds[:3] == (GLOBAL, GLOBAL, GLOBAL)
+  np.testing.assert_allclose(_run(ast, bufs, k.applied_opts), _run(ast, bufs, []), rtol=1e-5, atol=1e-5)
 
 
 def test_heuristics_match_unoptimized() -> None:
@@ -111,13 +122,17 @@ def test_bad_opts_raise() -> None:
               Opt(OptOps.PADTO, r, 4), Opt(OptOps.UPCAST, g, 1)]:
     with pytest.raises(KernelOptError):
       Kernel(ast, renderer).apply_opt(bad)
+  if not renderer.global_ids:  # loops: BLOCK reorders them; not the reduce loop, not by the whole axis
+    for bad in [Opt(OptOps.BLOCK, r, 2), Opt(OptOps.BLOCK, g, 0), Opt(OptOps.BLOCK, g, 3)]:
+      with pytest.raises(KernelOptError):
+        Kernel(ast, renderer).apply_opt(bad)
   if not renderer.has_local:
     for op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.TC):
       with pytest.raises(KernelOptError, match="local"):
         Kernel(ast, renderer).apply_opt(Opt(op, g, 2))
   else:
     for bad in [Opt(OptOps.LOCAL, r, 2), Opt(OptOps.GROUP, g, 2), Opt(OptOps.GROUPTOP, g, 2), Opt(OptOps.LOCAL, g, 5),
-                Opt(OptOps.TC, g, 0)]:
+                Opt(OptOps.TC, g, 0), Opt(OptOps.BLOCK, g, 2)]:
       with pytest.raises(KernelOptError):
         Kernel(ast, renderer).apply_opt(bad)
     # 8 x 16 outputs and 12 reduced, all in one workgroup: more threads than a workgroup holds

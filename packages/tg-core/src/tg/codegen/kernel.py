@@ -9,6 +9,8 @@ Optimizations reshape the kernel's iteration space without changing what it comp
                    the partial results meet in local memory after a barrier (neighbouring threads read
                    neighbouring elements on every step: coalesced loads)
   GROUPTOP(axis, n) the same with the n taken off the top: each thread reduces one contiguous run
+  BLOCK(axis, n)   loop blocking for caches: split n off an output axis and iterate it innermost among the output
+                   loops, so a block of n rows (or tiles) sweeps the other output axes while its inputs stay in cache
   NOLOCALS         promise not to use locals (the heuristics then add none)
   TC               tensor cores: refused, no renderer declares them yet
 LOCAL, GROUP and GROUPTOP need a renderer with workgroups and local memory (`has_local`).
@@ -37,7 +39,7 @@ MAX_UNROLLED = 256  # copies of the kernel body one thread may hold: more only b
 
 class OptOps(Enum):
   UPCAST = auto(); UNROLL = auto(); PADTO = auto(); LOCAL = auto(); GROUP = auto(); GROUPTOP = auto()  # noqa: E702
-  NOLOCALS = auto(); TC = auto()  # noqa: E702
+  NOLOCALS = auto(); TC = auto(); BLOCK = auto()  # noqa: E702
 
 
 @dataclass(frozen=True, order=True)
@@ -114,6 +116,17 @@ class Kernel:
       self.ast = _replace(self.ast, r, LazyOp(r.op, r.src, tuple(sorted(axes))))
     self.kinds = self.kinds[:axis + 1] + (new_kind,) + self.kinds[axis + 1:]
 
+  def _block(self, axis: int, amt: int) -> None:
+    """Split `amt` off global `axis` and move that inner part after the last global axis (loops nest in axis order)."""
+    self._split(axis, amt, GLOBAL)
+    last = max(i for i, k in enumerate(self.kinds) if k == GLOBAL)
+    order = [i for i in range(len(self.kinds)) if i != axis + 1]
+    order.insert(order.index(last) + 1, axis + 1)
+    self.ast = _map_sts(self.ast, lambda st: st.permute(tuple(order)))
+    if (r := self.reduceop) is not None:
+      self.ast = _replace(self.ast, r, LazyOp(r.op, r.src, tuple(sorted(order.index(a) for a in r.arg))))
+    self.kinds = tuple(self.kinds[i] for i in order)
+
   def apply_opt(self, opt: Opt) -> None:
     shape, kinds = self.full_shape, self.kinds
     if opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.TC):
@@ -142,6 +155,16 @@ class Kernel:
       new = -(-size // amt) * amt
       if new != size:
         self.ast = _map_sts(self.ast, lambda st: st.pad(tuple((0, new - size) if i == opt.axis else (0, 0) for i in range(len(st.shape)))))
+      self.applied_opts.append(opt)
+      return
+    if opt.op is OptOps.BLOCK:
+      if self.renderer.global_ids:
+        raise KernelOptError(f"{opt}: output axes are hardware indices on {type(self.renderer).__name__}, not loops to reorder")
+      if kinds[opt.axis] != GLOBAL or amt <= 1 or size % amt or amt == size:
+        raise KernelOptError(f"{opt}: needs a global axis that {amt} divides into more than one block")
+      if GLOBAL not in kinds[opt.axis + 1:]:
+        raise KernelOptError(f"{opt}: axis {opt.axis} is the innermost output loop already: there is nothing to sweep")
+      self._block(opt.axis, amt)
       self.applied_opts.append(opt)
       return
     want = GLOBAL if opt.op in (OptOps.UPCAST, OptOps.LOCAL) else REDUCE
@@ -202,9 +225,26 @@ class Kernel:
         r = max(reduce_axes)
         if isinstance(shape[r], int) and shape[r] > 4:
           self._try(Opt(OptOps.UNROLL, r, 4))
+      else:
+        self._block_for_cache()
     elif globals_:
       self._try(Opt(OptOps.UPCAST, globals_[-1], 4))
     return self
+
+  def _block_for_cache(self, swept_max: int = 1 << 20, block_bytes: int = 1 << 19) -> None:
+    """The inner output loops sweep every input the outermost loop doesn't index (a matmul's B) once per outer
+    iteration: from memory, when it is bigger than the cache. BLOCK the outer loop so that a block of its iterations
+    shares each sweep, with the block's own inputs (rows of A) small enough to stay in cache meanwhile."""
+    loops = [i for i, k in enumerate(self.kinds) if k == GLOBAL and isinstance(self.full_shape[i], int)]
+    if len(loops) < 2:
+      return
+    outer, n = loops[0], self.full_shape[loops[0]]
+    assert isinstance(n, int)
+    loads = [op.arg for op in self.ast.lazyops() if op.op is BufferOps.LOAD]
+    swept = sum(mb.dtype.itemsize * mb.st.real_size() for mb in loads if mb.st.real_strides()[outer] == 0)
+    per_iteration = sum(mb.dtype.itemsize * mb.st.real_size() for mb in loads if mb.st.real_strides()[outer] != 0) / n
+    if swept > swept_max and per_iteration > 0:
+      any(self._try(Opt(OptOps.BLOCK, outer, amt)) for amt in range(min(n - 1, int(block_bytes // per_iteration)), 1, -1) if n % amt == 0)
 
   def _reuse_axes(self, globals_: list[int], sts: list[ShapeTracker]) -> list[int]:
     """Up to two output axes to upcast, innermost first: along an axis that an input broadcasts (stride 0), the
