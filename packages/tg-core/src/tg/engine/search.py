@@ -15,7 +15,7 @@ from tg.helpers import DEBUG, diskcache_get, diskcache_put, getenv
 from tg.shape.symbolic import Variable
 
 ACTIONS = [Opt(op, axis, amt) for axis in range(8) for amt in (2, 3, 4, 8) for op in (OptOps.UPCAST, OptOps.UNROLL)] + \
-          [Opt(OptOps.PADTO, axis, 4) for axis in range(8)] + \
+          [Opt(OptOps.PADTO, axis, 4) for axis in range(8)] + [Opt(OptOps.BLOCK, axis, amt) for axis in range(8) for amt in (4, 8, 16)] + \
           [Opt(OptOps.LOCAL, axis, amt) for axis in range(8) for amt in (2, 4, 8, 16, 32)] + \
           [Opt(op, axis, amt) for axis in range(8) for amt in (16, 32, 64, 128, 256) for op in (OptOps.GROUP, OptOps.GROUPTOP)]
 
