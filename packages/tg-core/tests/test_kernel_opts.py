@@ -187,3 +187,39 @@ def test_multi_output_kernel(opts: list[Opt]) -> None:
   CompiledRunner(p)([b.ensure_allocated() for b in bufs], {})
   np.testing.assert_allclose(np.frombuffer(bufs[0].as_buffer(), dtype=np.float32), (xs * xs).sum(1), rtol=1e-5)
   np.testing.assert_allclose(np.frombuffer(bufs[1].as_buffer(), dtype=np.float32), xs.max(1) + 1, rtol=1e-6)
+
+
+def _softmax_stats_kernel():  # type: ignore[no-untyped-def]
+  """out0 = sum(exp2(x - max(x))), out1 = max(x) over axis 1: a reduction inside another's input, both stored."""
+  from tg.device import Buffer
+  from tg.dtype import dtypes
+  from tg.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, MetaOps, ReduceOps, UnaryOps
+  from tg.shape.shapetracker import ShapeTracker
+  f32 = dtypes.float32
+  x = LazyOp(BufferOps.LOAD, (), MemBuffer(2, f32, ShapeTracker.from_shape((16, 32))))
+  mx = LazyOp(ReduceOps.MAX, (x,), (1,))
+  e = LazyOp(UnaryOps.EXP2, (LazyOp(BinaryOps.ADD, (x, LazyOp(UnaryOps.NEG, (mx,)))),))
+  out_st = ShapeTracker.from_shape((16, 1))
+  sink = LazyOp(MetaOps.SINK, (LazyOp(BufferOps.STORE, (LazyOp(ReduceOps.SUM, (e,), (1,)),), MemBuffer(0, f32, out_st)),
+                               LazyOp(BufferOps.STORE, (mx,), MemBuffer(1, f32, out_st))))
+  xs = rng.standard_normal((16, 32)).astype(np.float32) * 4
+  bufs = [Buffer(Device.DEFAULT, 16, f32), Buffer(Device.DEFAULT, 16, f32), Buffer(Device.DEFAULT, 16 * 32, f32).copyin(memoryview(xs))]
+  return sink, bufs, xs
+
+
+@pytest.mark.parametrize("opts", [[], [Opt(OptOps.UPCAST, 0, 4)], [Opt(OptOps.UNROLL, 1, 4)], [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UNROLL, 2, 8)],
+                                  [Opt(OptOps.LOCAL, 0, 4)]])
+def test_nested_reduce_kernel(opts: list[Opt]) -> None:
+  ast, bufs, xs = _softmax_stats_kernel()
+  k = Kernel(ast, Device[Device.DEFAULT].renderer)
+  if not k.renderer.has_local and any(o.op in LOCAL_OPS for o in opts):
+    pytest.skip(f"{opts} needs workgroups, which {Device.DEFAULT} has not")
+  k.apply_opts(opts)
+  p = k.to_program()
+  CompiledRunner(p)([b.ensure_allocated() for b in bufs], {})
+  m = xs.max(1)
+  np.testing.assert_allclose(np.frombuffer(bufs[1].as_buffer(), dtype=np.float32), m)
+  np.testing.assert_allclose(np.frombuffer(bufs[0].as_buffer(), dtype=np.float32), np.exp2(xs - m[:, None]).sum(1), rtol=1e-5)
+  if k.renderer.has_local:
+    with pytest.raises(KernelOptError, match="inside another"):
+      Kernel(ast, k.renderer).apply_opt(Opt(OptOps.GROUP, 1, 4))

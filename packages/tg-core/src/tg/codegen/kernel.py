@@ -25,7 +25,7 @@ from enum import Enum, auto
 
 from tg.codegen.linearize import linearize
 from tg.codegen.loop_collapse import collapse_loops
-from tg.codegen.lowerer import GLOBAL, GROUP, LOCAL, REDUCE, UNROLL, UPCAST, Lowerer, default_axis_kinds, full_shape, kernel_stores
+from tg.codegen.lowerer import GLOBAL, GROUP, LOCAL, REDUCE, UNROLL, UPCAST, Lowerer, default_axis_kinds, full_shape, kernel_stores, nested_reduces
 from tg.codegen.transcendental import rewrite_transcendentals
 from tg.codegen.uops import UOp, UOps
 from tg.helpers import DEBUG, getenv, prod, to_function_name
@@ -189,6 +189,8 @@ class Kernel:
     if threads > r.local_max_threads:
       raise KernelOptError(f"{opt}: {threads} threads in a workgroup is more than the device's {r.local_max_threads}")
     if opt.op in (OptOps.GROUP, OptOps.GROUPTOP):
+      if nested_reduces(self.ast):
+        raise KernelOptError(f"{opt}: a reduction inside another one can't be shared by a workgroup yet")
       reduces = [op for op in self.ast.lazyops() if isinstance(op.op, ReduceOps)]
       upcasts = prod(s for s, k in zip(self.full_shape, self.kinds) if k == UPCAST and isinstance(s, int))
       smem = sum(op.dtype.itemsize for op in set(reduces)) * threads * upcasts

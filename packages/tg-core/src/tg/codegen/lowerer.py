@@ -60,6 +60,15 @@ def full_shape(ast: LazyOp) -> tuple[sint, ...]:
   return kernel_stores(ast)[0].arg.st.shape  # type: ignore[no-any-return]
 
 
+def nested_reduces(ast: LazyOp) -> dict[LazyOp, None]:
+  """The reductions that are part of another reduction's input, innermost last."""
+  out: dict[LazyOp, None] = {}
+  for r in ast.lazyops():
+    if isinstance(r.op, ReduceOps):
+      out.update((x, None) for x in r.src[0].lazyops() if isinstance(x.op, ReduceOps))
+  return out
+
+
 def kernel_stores(ast: LazyOp) -> tuple[LazyOp, ...]:
   """The STOREs of a kernel AST: the root itself, or the sources of a SINK (a kernel with several outputs)."""
   return ast.src if ast.op is MetaOps.SINK else (ast,)
@@ -160,6 +169,7 @@ class Lowerer:
     self.ast, self.renderer = ast, renderer
     self.emulate_bf16 = dtypes.bfloat16 in renderer.unsupported_dtypes
     self.reduceop = next((op for op in ast.lazyops() if isinstance(op.op, ReduceOps)), None)
+    self.nested = nested_reduces(ast)
     self.full_shape = full_shape(ast)
     self.kinds = axis_kinds if axis_kinds is not None else default_axis_kinds(ast)
     assert len(self.kinds) == len(self.full_shape), f"axis kinds {self.kinds} for shape {self.full_shape}"
@@ -197,6 +207,7 @@ class Lowerer:
     self.global_size: list[sint] = []
     self.local_size: list[int] = []
     self.reduce_ranges: list[UOp] = []
+    self.reduce_vars: list[Variable] = []
     self.group_partials: dict[tuple[LazyOp, tuple[Node, ...]], tuple[UOp, UOp, int]] = {}
     axes = {kind: [i for i, k in enumerate(self.kinds) if k == kind and self.full_shape[i] != 1] for kind in (GLOBAL, LOCAL, GROUP, REDUCE)}
     for i, size in enumerate(self.full_shape):
@@ -221,6 +232,7 @@ class Lowerer:
       size = self.full_shape[i]
       var = self.idx[i] = Variable(f"__ridx{len(self.reduce_ranges)}", 0, (size if isinstance(size, int) else size.max) - 1)
       self.reduce_ranges.append(UOp(UOps.RANGE, i32, (UOp.const(i32, 0), node_to_uop(size, self.ctx)), (1000 + len(self.reduce_ranges), True)))
+      self.reduce_vars.append(var)
       self.ctx[var] = self.reduce_ranges[-1]
     stores = []
     for store in kernel_stores(self.ast):  # several outputs share the loops and every common subexpression
@@ -245,18 +257,28 @@ class Lowerer:
     return UOp(UOps.SINK, None, tuple(stores))
 
   def _reduce(self, op: LazyOp, idxs: list[Node]) -> UOp:
-    """This thread's reduction: over the reduce loops, with the unrolled elements combined in each iteration."""
+    """This thread's reduction: over the reduce loops, with the unrolled elements combined in each iteration.
+
+    A reduction inside another's input (softmax's max inside its sum of exps, a mean inside a variance) runs first,
+    over loops of its own: the reduce axes' indices point at those loops while its input is lowered."""
     alu = REDUCE_ALU[op.op]
+    ranges = self.reduce_ranges
+    saved = dict(self.ctx)
+    if op in self.nested:
+      n = list(self.nested).index(op) + 1
+      ranges = [UOp(UOps.RANGE, r.dtype, r.src, (r.arg[0] + 100 * n, True)) for r in self.reduce_ranges]
+      self.ctx.update({v: rng for v, rng in zip(self.reduce_vars, ranges)})
     vals = []
     for unroll in self._combos(UNROLL):  # reduce and group axes take their indices, unrolled axes each of their values
       ridxs = [self.idx[i] if k in (REDUCE, GROUP) else unroll[i] if k == UNROLL else idxs[i] for i, k in enumerate(self.kinds)]
       vals.append(self._lower(op.src[0], ridxs))
+    self.ctx = saved
     acc = vals[0]
     for v in vals[1:]:
       acc = acc.alu(alu, v)
-    if not self.reduce_ranges:  # everything unrolled: no loop left to reduce over
+    if not ranges:  # everything unrolled: no loop left to reduce over
       return acc
-    return UOp(UOps.REDUCE, acc.dtype, (acc, *self.reduce_ranges), alu)
+    return UOp(UOps.REDUCE, acc.dtype, (acc, *ranges), alu)
 
   def _axes_lin(self, kinds: tuple[str, ...]) -> Node:
     """The row-major linear index of the axes of `kinds`."""
