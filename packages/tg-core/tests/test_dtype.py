@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from tg import Tensor
+from tg.device import is_dtype_supported
 from tg.dtype import dtypes, least_upper_dtype
 
 ALL_NP_DTYPES = [
@@ -143,6 +144,7 @@ def test_bool_tensor_plus_int_tensor_is_int32():
   np.testing.assert_array_equal(t.numpy(), a.astype(np.int32) + b)
 
 
+@pytest.mark.skipif(not is_dtype_supported(dtypes.float64), reason="device has no float64 (WGSL has none: WEBGPU)")
 def test_float32_plus_float64_is_float64():
   a = np.array([0.1, 0.2], dtype=np.float32)
   b = np.array([0.3, 0.4], dtype=np.float64)
@@ -181,6 +183,8 @@ def test_numpy_round_trip(dt, npdt):
 
 @pytest.mark.parametrize("dt,npdt", [x for x in ALL_NP_DTYPES if x[0] != dtypes.bool], ids=IDS[1:])
 def test_add_to_self(dt, npdt):
+  if not is_dtype_supported(dt):
+    pytest.skip(f"device has no {np.dtype(npdt).name} (WGSL has no 64-bit types: WEBGPU)")
   arr = _sample(npdt)
   t = Tensor(arr)
   out = (t + t).numpy()
@@ -192,6 +196,8 @@ def test_add_to_self(dt, npdt):
 
 @pytest.mark.parametrize("dt,npdt", [x for x in ALL_NP_DTYPES if x[0] != dtypes.bool], ids=IDS[1:])
 def test_mul_and_sub_same_dtype(dt, npdt):
+  if not is_dtype_supported(dt):
+    pytest.skip(f"device has no {np.dtype(npdt).name} (WGSL has no 64-bit types: WEBGPU)")
   arr = _sample(npdt)[:5]
   other = _sample(npdt)[5:10]
   out = (Tensor(arr) * Tensor(other) - Tensor(other)).numpy()
@@ -216,6 +222,8 @@ def test_explicit_dtype_from_list(dt, npdt):
 
 @pytest.mark.parametrize("src,dst", [(np.int32, np.int8), (np.int32, np.uint8), (np.int32, np.int16), (np.int64, np.int32)])
 def test_int_narrowing_cast_wraps(src, dst):
+  if src is np.int64 and not is_dtype_supported(dtypes.int64):
+    pytest.skip("device has no int64 (WGSL has none: WEBGPU)")
   arr = np.array([300, -1, 127, 128, -129, 65535, 70000], dtype=src)
   out = Tensor(arr).cast({np.dtype(n): d for d, n in ALL_NP_DTYPES}[np.dtype(dst)]).numpy()
   assert out.dtype == np.dtype(dst)
@@ -224,6 +232,8 @@ def test_int_narrowing_cast_wraps(src, dst):
 
 @pytest.mark.parametrize("dt,npdt", [x for x in ALL_NP_DTYPES if x[0] != dtypes.bool], ids=IDS[1:])
 def test_cast_to_float32(dt, npdt):
+  if not is_dtype_supported(dt):
+    pytest.skip(f"device has no {np.dtype(npdt).name} (WGSL has no 64-bit types: WEBGPU)")
   arr = _sample(npdt)
   out = Tensor(arr).cast(dtypes.float32).numpy()
   assert out.dtype == np.float32

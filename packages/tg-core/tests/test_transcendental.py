@@ -22,6 +22,7 @@ from tg import Device, Tensor
 from tg.codegen.kernel import Kernel
 from tg.codegen.transcendental import rewrite_transcendentals
 from tg.codegen.uops import UOp, UOps
+from tg.device import is_dtype_supported
 from tg.dtype import DType, dtypes
 from tg.engine.schedule import create_schedule
 from tg.ops import BinaryOps, UnaryOps
@@ -29,6 +30,9 @@ from tg.ops import BinaryOps, UnaryOps
 ALL = frozenset({UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN})
 REF = {UnaryOps.EXP2: np.exp2, UnaryOps.LOG2: np.log2, UnaryOps.SIN: np.sin}
 MAX_ULP = 1.0  # max over all 2^32 float32 inputs (measured on CLANG): exp2 0.77, log2 0.57, sin 0.82
+# the ulp bounds hold where float math is IEEE-exact; WGSL lets the compiler fuse a*b+c and divide to 2.5 ulp
+needs_strict_float = pytest.mark.skipif(not getattr(Device[Device.DEFAULT].renderer, "strict_float", True),
+                                        reason="the device's float math may be fused/inexact (WGSL allows it: WEBGPU)")
 
 
 @pytest.fixture
@@ -94,6 +98,7 @@ def check(op: UnaryOps, x: np.ndarray) -> float:
   return float(err[worst])
 
 
+@needs_strict_float
 @pytest.mark.usefixtures("fallback")
 @pytest.mark.parametrize("op", [UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN], ids=lambda o: o.name)
 def test_float32_sweep(op: UnaryOps) -> None:
@@ -109,6 +114,7 @@ HARDEST_SIN = np.array([0x6F79BE45, 0x50A3E87F, 0x6FF9BE45, 0x5123E87F, 0x437CE5
                         0x543146A6, 0x66098498, 0x5223E87F, 0x474D246F, 0x723FA09A, 0x447CE5F1, 0x4A2562AE], dtype=np.uint32).view(np.float32)
 
 
+@needs_strict_float
 @pytest.mark.usefixtures("fallback")
 def test_sin_near_multiples_of_pi_over_2() -> None:
   # the known hardest arguments, and the floats around k*pi/2 for k up to ~1e6 (beyond that a float64 k*pi/2 is no
@@ -174,6 +180,7 @@ def _mpmath_ulp_error(op: UnaryOps, x: np.ndarray, got: np.ndarray) -> np.ndarra
   return err
 
 
+@pytest.mark.skipif(not is_dtype_supported(dtypes.float64), reason="device has no float64 (WGSL has none: WEBGPU)")
 @pytest.mark.usefixtures("fallback")
 @pytest.mark.parametrize("op", [UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN], ids=lambda o: o.name)
 def test_float64(op: UnaryOps) -> None:

@@ -772,7 +772,8 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     if not dtypes.is_float(self.dtype):
       return self
     big = 2.0 ** (52 if self.dtype == dtypes.float64 else 23)  # floats this large are already integers
-    as_int = self.cast(dtypes.int64).cast(self.dtype)
+    # below 2**23 an int32 holds every value: int64 only for float64 (some devices, e.g. WEBGPU, have no int64)
+    as_int = self.cast(dtypes.int64 if self.dtype == dtypes.float64 else dtypes.int32).cast(self.dtype)
     return self._zero_grad((self.abs() < big).where(as_int, self))
 
   def floor(self) -> Tensor:
@@ -990,7 +991,11 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     return x.transpose(ax, -1)
 
   def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
-    return (-self if dtypes.is_float(self.dtype) else -(self.cast(dtypes.int64))).argmax(axis, keepdim)
+    if dtypes.is_float(self.dtype):
+      return (-self).argmax(axis, keepdim)
+    # ~x (x ^ all ones) reverses the order of ints without -x's overflow at the minimum, and needs no wider dtype
+    flipped = self.logical_not() if self.dtype == dtypes.bool else self.xor(dtypes.max(self.dtype) if dtypes.is_unsigned(self.dtype) else -1)
+    return flipped.argmax(axis, keepdim)
 
   def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
     if axis is None:

@@ -35,6 +35,9 @@ class Renderer:
   # UnaryOps (EXP2, LOG2, SIN) the device has no instruction for: core expands them into basic ALU ops
   # (tg.codegen.transcendental) before linearizing, so render() never sees them
   transcendental_fallback: frozenset[UnaryOps] = frozenset()
+  # False: the device's compiler may fuse and reorder float math, divide to a few ulp and assume no NaN or infinity
+  # (WGSL allows all three), so results can differ from strict IEEE in the last bits and around NaN/inf
+  strict_float: bool = True
 
   def render(self, name: str, uops: list[UOp]) -> str:
     """Source code for one kernel called `name` whose body is the linear program `uops`."""
