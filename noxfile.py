@@ -4,6 +4,8 @@
   types                    mypy (strict) over tg-core and the backends
   tests(backend='python')  tg-core's tests on the PYTHON device (alias: core)
   tests(backend='clang')   tg-core's tests on CLANG, plus tg-clang's own tests (alias: clang)
+  tests(backend='llvm')    tg-core's tests on LLVM, plus tg-llvm's own tests (alias: llvm)
+  tests(backend='webgpu')  tg-core's tests on WEBGPU (wgpu over Vulkan: lavapipe without a GPU), plus tg-webgpu's own (alias: webgpu)
 
 Each test session makes a fresh venv, installs tg-core and the backend from this working tree (plus
 the toy third-party plugin used by the plugin tests), checks that the device registered and is
@@ -19,7 +21,8 @@ nox.options.reuse_existing_virtualenvs = False
 CORE = "packages/tg-core"
 TOY = "packages/tg-core/tests/plugins/tg-toy"
 # backend name -> (device, package dir or None for devices built into tg-core)
-BACKENDS = {"python": ("PYTHON", None), "clang": ("CLANG", "packages/tg-clang")}
+BACKENDS = {"python": ("PYTHON", None), "clang": ("CLANG", "packages/tg-clang"), "webgpu": ("WEBGPU", "packages/tg-webgpu"),
+            "llvm": ("LLVM", "packages/tg-llvm")}
 # test-only references: torch for gradients, safetensors and gguf for the file formats tg reads and writes
 TEST_DEPS = ["pytest", "hypothesis", "torch==2.13.0", "safetensors", "gguf"]
 
@@ -32,7 +35,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def types(session: nox.Session) -> None:
-  session.install("mypy", "pytest", f"./{CORE}", "./packages/tg-clang")
+  session.install("mypy", "pytest", f"./{CORE}", "./packages/tg-clang", "./packages/tg-webgpu", "./packages/tg-llvm")
   session.run("mypy")
 
 
@@ -63,3 +66,15 @@ def core(session: nox.Session) -> None:
 def clang(session: nox.Session) -> None:
   """Alias of tests(backend='clang')."""
   _run_backend_tests(session, "clang")
+
+
+@nox.session
+def webgpu(session: nox.Session) -> None:
+  """Alias of tests(backend='webgpu')."""
+  _run_backend_tests(session, "webgpu")
+
+
+@nox.session
+def llvm(session: nox.Session) -> None:
+  """Alias of tests(backend='llvm')."""
+  _run_backend_tests(session, "llvm")

@@ -11,6 +11,7 @@ from typing import Any
 from tg.device import Buffer
 from tg.engine.realize import CompiledRunner, ExecItem
 from tg.helpers import GlobalCounters
+from tg.renderer.cpu import outer_symbol
 from tg.shape.symbolic import Variable
 from tg_clang.compiler import ClangCompiler
 from tg_clang.runtime import ClangProgram
@@ -35,9 +36,9 @@ class ClangGraph:
       if r.p.src not in names:
         names[r.p.src] = f"k{len(names)}"
         defs.append(r.p.src.replace(f"void {r.p.function_name}(", f"static void {names[r.p.src]}(", 1)
-                    .replace(f"const int {r.p.function_name}_tg_outer", f"static const int {names[r.p.src]}_tg_outer", 1))
+                    .replace(f"const int {outer_symbol(r.p.function_name)}", f"static const int {outer_symbol(names[r.p.src])}", 1))
       args = [f"bufs[{self.slots[id(b)]}]" for b in ei.bufs] + [f"vals[{self.vars.index(v)}]" for v in r.p.vars]
-      if (m := re.search(rf"const int {re.escape(r.p.function_name)}_tg_outer = (\d+);", r.p.src)) is not None:
+      if (m := re.search(rf"const int {re.escape(outer_symbol(r.p.function_name))} = (\d+);", r.p.src)) is not None:
         args += ["0", m.group(1)]  # a kernel split for threads runs whole here: the batch is one thread
       calls.append(f"  {names[r.p.src]}({', '.join(args)});")
     src = "\n\n".join(defs) + "\n\nvoid batch(void** bufs, const int* vals) {\n" + "\n".join(calls) + "\n}\n"

@@ -1,21 +1,16 @@
 """ClangRenderer: C99 for the host CPU. Output axes are loops; float16 is clang's __fp16 (stored as half,
 computed in float); bfloat16 is emulated by core through its 16 bits, as clang has no arithmetic for it here.
 
-Kernels with enough work are split across CPU threads: the outermost output loop runs over [tg_start, tg_end),
-two extra arguments, and the kernel exports `<name>_tg_outer`, the loop's full length, for the runtime to divide.
-Iterations of an output loop write disjoint outputs, so the pieces can run at the same time."""
+Kernels with enough work are split across CPU threads (tg.renderer.cpu decides which and says how): the outermost
+output loop runs over [tg_start, tg_end), two extra arguments, and the kernel exports `<name>_tg_outer`, the loop's
+full length, for the runtime to divide."""
 from __future__ import annotations
 
-import os
-
-from tg.codegen.uops import UOp, UOps
+from tg.codegen.uops import UOp
 from tg.dtype import DType, PtrDType, dtypes
-from tg.helpers import prod
 from tg.ops import UnaryOps
+from tg.renderer.cpu import END, START, loop_to_split, outer_symbol
 from tg.renderer.cstyle import CStyleLanguage
-
-# a kernel is split across threads from this many loop-body instructions on: below it, waking threads costs more
-THREAD_MIN_WORK = int(os.getenv("CPU_THREAD_MIN_WORK", 2_000_000))
 
 
 class ClangRenderer(CStyleLanguage):
@@ -28,24 +23,18 @@ class ClangRenderer(CStyleLanguage):
   nan = "__builtin_nanf(\"\")"
 
   def render(self, name: str, uops: list[UOp]) -> str:
-    self._split: UOp | None = None
-    outer = [u for u in uops if u.op is UOps.RANGE and not u.arg[1]]
-    ends = [u.src[1].arg for u in uops if u.op is UOps.RANGE and u.src[1].op is UOps.CONST]
-    body = sum(1 for u in uops if u.op in (UOps.ALU, UOps.LOAD, UOps.STORE))
-    if outer and outer[0].src[0].op is UOps.CONST and outer[0].src[1].op is UOps.CONST and outer[0].src[1].arg >= 2 and \
-        len(ends) == sum(1 for u in uops if u.op is UOps.RANGE) and prod(ends) * body >= THREAD_MIN_WORK:
-      self._split = outer[0]
+    self._split: UOp | None = loop_to_split(uops)
     return super().render(name, uops)
 
   def render_loop(self, u: UOp, i: str, start: str, end: str) -> str:
     if u is self._split:
-      return f"for (int {i} = tg_start; {i} < tg_end; {i}++) {{"
+      return f"for (int {i} = {START}; {i} < {END}; {i}++) {{"
     return super().render_loop(u, i, start, end)
 
   def render_kernel(self, name: str, kernel: list[str], bufs: list[tuple[str, PtrDType]], variables: list[str]) -> str:
     if self._split is None:
       return super().render_kernel(name, kernel, bufs, variables)
-    return f"const int {name}_tg_outer = {self._split.src[1].arg};\n" + super().render_kernel(name, kernel, bufs, variables + ["tg_start", "tg_end"])
+    return f"const int {outer_symbol(name)} = {self._split.src[1].arg};\n" + super().render_kernel(name, kernel, bufs, variables + [START, END])
 
   def render_bitcast(self, x: str, from_dt: DType, to_dt: DType) -> str:
     return f"__builtin_bit_cast({self.render_dtype(to_dt)}, ({self.render_dtype(from_dt)})({x}))"

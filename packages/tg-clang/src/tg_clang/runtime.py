@@ -1,7 +1,6 @@
 """Loading and calling compiled kernels through cffi (ABI mode)."""
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import os
 import tempfile
@@ -10,16 +9,8 @@ from typing import Any
 
 import cffi
 
-ffi = cffi.FFI()
-CPU_THREADS = int(os.getenv("CPU_THREADS", os.cpu_count() or 1))
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-def _thread_pool() -> concurrent.futures.ThreadPoolExecutor:
-  global _pool
-  if _pool is None:
-    _pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, CPU_THREADS - 1), thread_name_prefix="tg_clang")
-  return _pool
+from tg.renderer.cpu import outer_symbol
+from tg.runtime.cpu import run_split
 
 
 class ClangProgram:
@@ -40,8 +31,8 @@ class ClangProgram:
 
   def _load(self, n_bufs: int, n_vals: int) -> None:
     try:  # a kernel split across threads exports its outer loop's length (see renderer.py)
-      self.ffi.cdef(f"extern int {self.name}_tg_outer;")  # not const: cffi reads a variable from the library
-      self.outer: int | None = int(getattr(self.lib, f"{self.name}_tg_outer"))
+      self.ffi.cdef(f"extern int {outer_symbol(self.name)};")  # not const: cffi reads a variable from the library
+      self.outer: int | None = int(getattr(self.lib, outer_symbol(self.name)))
     except (AttributeError, KeyError, OSError, NotImplementedError):  # not split: no such symbol
       self.outer = None
     n_ints = n_vals + (2 if self.outer is not None else 0)
@@ -57,13 +48,7 @@ class ClangProgram:
     if self.outer is None:
       self.fxn(*args, *vals)
     else:
-      # contiguous slices of the outer loop, one per thread; cffi releases the GIL while C runs
-      n = min(CPU_THREADS, self.outer)
-      cuts = [self.outer * k // n for k in range(n + 1)]
-      futures = [_thread_pool().submit(functools.partial(self.fxn, *args, *vals, cuts[k], cuts[k + 1])) for k in range(1, n)]
-      self.fxn(*args, *vals, cuts[0], cuts[1])
-      for f in futures:
-        f.result()
+      run_split(functools.partial(self.fxn, *args, *vals), self.outer)  # cffi releases the GIL while C runs
     return time.perf_counter() - st if wait else None
 
   def call_raw(self, table: Any, vals: Any) -> None:

@@ -1,0 +1,37 @@
+"""Splitting a CPU kernel across threads, the renderer's half: which loop to split.
+
+A renderer whose output axes are loops (`global_ids = False`) may run its outermost output loop over
+[tg_start, tg_end), two int arguments after the symbolic sizes, and export the loop's full length as a
+global int named `<name>_tg_outer`. The runtime (tg.runtime.cpu) divides [0, outer) into one slice per
+thread. Iterations of an output loop write disjoint outputs, so the slices can run at the same time.
+"""
+from __future__ import annotations
+
+from tg.codegen.uops import UOp, UOps
+from tg.helpers import getenv, prod
+
+# a kernel is split from this many loop-body instructions on: below it, waking threads costs more than it saves
+THREAD_MIN_WORK: int = getenv("CPU_THREAD_MIN_WORK", 2_000_000)
+START, END = "tg_start", "tg_end"  # the names of the two extra arguments of a split kernel
+
+
+def outer_symbol(name: str) -> str:
+  """The name of the global that holds the split loop's full length in kernel `name`."""
+  return f"{name}_tg_outer"
+
+
+def loop_to_split(uops: list[UOp]) -> UOp | None:
+  """The outermost output loop of the linear program `uops` when the kernel is worth splitting across threads, else None.
+
+  Only kernels whose loops all have constant ends are split (their work is known when rendering), the split loop
+  starts at 0 (the runtime divides [0, outer)), and only from THREAD_MIN_WORK loop-body instructions (iterations
+  times the ALU/LOAD/STORE count of the body) on."""
+  ranges = [u for u in uops if u.op is UOps.RANGE]
+  outer = [u for u in ranges if not u.arg[1]]
+  if not outer or not all(u.src[1].op is UOps.CONST for u in ranges):
+    return None
+  first = outer[0]
+  if not (first.src[0].op is UOps.CONST and first.src[0].arg == 0 and first.src[1].arg >= 2):
+    return None
+  body = sum(1 for u in uops if u.op in (UOps.ALU, UOps.LOAD, UOps.STORE))
+  return first if prod(u.src[1].arg for u in ranges) * body >= THREAD_MIN_WORK else None

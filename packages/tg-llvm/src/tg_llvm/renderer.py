@@ -1,0 +1,219 @@
+"""LLVMRenderer: LLVM IR text for the host CPU, from the same linear program the C renderers walk.
+
+Output axes are loops. Loop counters and accumulators live in allocas of the entry block; the optimizer's
+mem2reg turns them into registers and phis, so the walk stays a plain top-to-bottom emission, like C's.
+float16 is LLVM's half (each op rounds to half, as the PYTHON reference does); bfloat16 is emulated by core.
+EXP2, LOG2 and SIN are expanded by core (tg.codegen.transcendental) into ops that vectorize and need no libm.
+
+A kernel with enough work is split across CPU threads (tg.renderer.cpu): its outermost output loop runs over
+[tg_start, tg_end), two extra i32 arguments, and the module exports `@<name>_tg_outer`, the loop's length.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tg.codegen.uops import UOp, UOps
+from tg.dtype import DType, PtrDType, dtypes
+from tg.ops import BinaryOps, UnaryOps
+from tg.renderer import Renderer
+from tg.renderer.cpu import END, START, loop_to_split, outer_symbol
+from tg_llvm.alu import alu, bitcast, cast
+from tg_llvm.builder import IRBuilder
+from tg_llvm.irtypes import ll_const, ll_type, mem_type
+
+# clang's defaults for C: no FP exceptions to preserve, so the optimizer may speculate and vectorize float math
+ATTRIBUTES = 'attributes #0 = { nounwind "no-trapping-math"="true" }'
+
+
+def _global_name(name: str) -> str:
+  return name if re.fullmatch(r"[A-Za-z_][\w.]*", name) else f'"{name}"'
+
+
+class LLVMRenderer(Renderer):
+  device = "LLVM"
+  global_ids = False
+  unsupported_dtypes = frozenset({dtypes.bfloat16})
+  transcendental_fallback = frozenset({UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN})
+
+  def render(self, name: str, uops: list[UOp]) -> str:
+    return _KernelWriter(name, uops).render()
+
+
+class _KernelWriter:
+  """One kernel's walk: the values of uops (`r`), the allocas of accumulators and loops, and index bounds."""
+
+  def __init__(self, name: str, uops: list[UOp]) -> None:
+    self.name, self.uops = name, uops
+    self.b = IRBuilder()
+    self.r: dict[UOp, str] = {}
+    self.acc: dict[UOp, str] = {}  # DEFINE_ACC (and the REDUCE it stands for) -> its alloca
+    self.loops: dict[UOp, tuple[str, str, str]] = {}  # RANGE -> (counter alloca, header label, exit label)
+    self.bounds: dict[UOp, tuple[Any, Any]] = {}
+    self.args: list[str] = []
+    self.split = loop_to_split(uops)
+
+  # ---------- values ----------
+  def val(self, u: UOp) -> str:
+    """The value of `u` here: an accumulator is read from its alloca at each use."""
+    if u in self.acc:
+      assert u.dtype is not None
+      return self.b.value(f"load {ll_type(u.dtype)}, ptr {self.acc[u]}")
+    return self.r[u]
+
+  def arg(self, u: UOp) -> tuple[str, DType]:
+    assert u.dtype is not None
+    return self.val(u), u.dtype
+
+  def bound(self, u: UOp) -> tuple[Any, Any]:
+    """Known [min, max] of an int value, as UOp._bounds computes them, memoized (it isn't, and kernels can be big)."""
+    if (got := self.bounds.get(u)) is not None:
+      return got
+    assert u.dtype is not None
+    lo, hi = dtypes.min(u.dtype), dtypes.max(u.dtype)
+    if u.op is UOps.CONST:
+      lo = hi = u.arg
+    elif u.op is UOps.RANGE:
+      lo, hi = self.bound(u.src[0])[0], self.bound(u.src[1])[1] - 1
+    elif u.op is UOps.DEFINE_VAR:
+      lo, hi = u.arg.min, u.arg.max
+    elif u.op is UOps.ALU and dtypes.is_int(u.dtype) and all(s.dtype is not None and dtypes.is_int(s.dtype) for s in u.src):
+      bs = [self.bound(s) for s in u.src]
+      if u.arg is BinaryOps.ADD:
+        lo, hi = bs[0][0] + bs[1][0], bs[0][1] + bs[1][1]
+      elif u.arg is BinaryOps.MUL:
+        prods = [a * c for a in bs[0] for c in bs[1]]
+        lo, hi = min(prods), max(prods)
+      elif u.arg in (BinaryOps.IDIV, BinaryOps.MOD) and u.src[1].op is UOps.CONST and u.src[1].arg > 0 and bs[0][0] >= 0:
+        c = u.src[1].arg
+        lo, hi = (bs[0][0] // c, bs[0][1] // c) if u.arg is BinaryOps.IDIV else (0, min(bs[0][1], c - 1))
+    self.bounds[u] = (lo, hi)
+    return lo, hi
+
+  def ptr(self, buf: UOp, idx: UOp) -> str:
+    assert isinstance(buf.dtype, PtrDType) and idx.dtype is not None
+    return self.b.value(f"getelementptr inbounds {mem_type(buf.dtype.base)}, ptr {self.r[buf]}, {ll_type(idx.dtype)} {self.val(idx)}")
+
+  # ---------- memory ----------
+  def load(self, buf: UOp, idx: UOp) -> str:
+    assert isinstance(buf.dtype, PtrDType)
+    dt = buf.dtype.base
+    x = self.b.value(f"load {mem_type(dt)}, ptr {self.ptr(buf, idx)}, align {dt.itemsize}")
+    return self.b.value(f"icmp ne i8 {x}, 0") if dt == dtypes.bool else x
+
+  def store(self, buf: UOp, idx: UOp, x: UOp) -> None:
+    assert isinstance(buf.dtype, PtrDType)
+    dt, v = buf.dtype.base, self.val(x)
+    if dt == dtypes.bool:
+      v = self.b.value(f"zext i1 {v} to i8")
+    self.b.emit(f"store {mem_type(dt)} {v}, ptr {self.ptr(buf, idx)}, align {dt.itemsize}")
+
+  def gated_load(self, u: UOp) -> str:
+    """Read only where valid (a masked index may point outside the buffer); elsewhere the alternative value."""
+    assert u.dtype is not None
+    valid, alt = self.val(u.src[2]), self.val(u.src[3])
+    before, then, end = self.b.block, self.b.label("load"), self.b.label("loaded")
+    self.b.emit(f"br i1 {valid}, label %{then}, label %{end}")
+    self.b.start_block(then)
+    x = self.load(u.src[0], u.src[1])
+    self.b.emit(f"br label %{end}")
+    self.b.start_block(end)
+    return self.b.value(f"phi {ll_type(u.dtype)} [ {x}, %{then} ], [ {alt}, %{before} ]")
+
+  def gated_store(self, u: UOp) -> None:
+    then, end = self.b.label("store"), self.b.label("stored")
+    self.b.emit(f"br i1 {self.val(u.src[3])}, label %{then}, label %{end}")
+    self.b.start_block(then)
+    self.store(*u.src[:3])
+    self.b.emit(f"br label %{end}")
+    self.b.start_block(end)
+
+  # ---------- loops ----------
+  def open_loop(self, u: UOp) -> None:
+    assert u.dtype is not None
+    t = ll_type(u.dtype)
+    start, end = (f"%{START}", f"%{END}") if u is self.split else (self.val(u.src[0]), self.val(u.src[1]))
+    slot, head, body, done = self.b.alloca(t), self.b.label("loop"), self.b.label("body"), self.b.label("done")
+    self.b.emit(f"store {t} {start}, ptr {slot}")
+    self.b.emit(f"br label %{head}")
+    self.b.start_block(head)
+    self.r[u] = self.b.value(f"load {t}, ptr {slot}")
+    self.b.emit(f"br i1 {self.b.value(f'icmp slt {t} {self.r[u]}, {end}')}, label %{body}, label %{done}")
+    self.b.start_block(body)
+    self.loops[u] = (slot, head, done)
+
+  def close_loop(self, u: UOp) -> None:
+    assert u.dtype is not None
+    slot, head, done = self.loops[u]
+    t = ll_type(u.dtype)
+    self.b.emit(f"store {t} {self.b.value(f'add nsw {t} {self.r[u]}, 1')}, ptr {slot}")  # i < end, so i + 1 can't wrap
+    self.b.emit(f"br label %{head}")
+    self.b.start_block(done)
+
+  # ---------- the walk ----------
+  def step(self, u: UOp) -> None:
+    b, dt = self.b, u.dtype
+    if u.op is UOps.DEFINE_GLOBAL:
+      self.r[u] = f"%data{u.arg}"
+      self.args.append(f"ptr noalias {self.r[u]}")  # buffers never overlap, as C's restrict promises
+    elif u.op is UOps.DEFINE_VAR:
+      assert dt is not None
+      self.r[u] = f"%var{len(self.args)}"
+      self.args.append(f"{ll_type(dt)} {self.r[u]}")
+    elif u.op is UOps.CONST:
+      assert dt is not None
+      self.r[u] = ll_const(u.arg, dt)
+    elif u.op is UOps.RANGE:
+      self.open_loop(u)
+    elif u.op is UOps.ENDRANGE:
+      self.close_loop(u.src[0])
+    elif u.op is UOps.LOAD:
+      if len(u.src) == 4:
+        self.r[u] = self.gated_load(u)
+      elif len(u.src) == 2:
+        self.r[u] = self.load(u.src[0], u.src[1])
+      else:
+        raise NotImplementedError("LLVM has no local memory: a LOAD after a BARRIER can't be rendered")
+    elif u.op is UOps.STORE:
+      if len(u.src) == 4:
+        self.gated_store(u)
+      else:
+        self.store(*u.src)
+    elif u.op is UOps.DEFINE_ACC:
+      assert dt is not None
+      self.acc[u] = self.acc[u.arg] = b.alloca(ll_type(dt))  # after its loops, the REDUCE's value is this accumulator
+      b.emit(f"store {ll_type(dt)} {self.val(u.src[0])}, ptr {self.acc[u]}")
+    elif u.op is UOps.ASSIGN:
+      assert dt is not None
+      b.emit(f"store {ll_type(dt)} {self.val(u.src[1])}, ptr {self.acc[u.src[0]]}")
+    elif u.op is UOps.ALU:
+      assert dt is not None
+      self.r[u] = alu(b, u.arg, dt, [self.arg(s) for s in u.src], *self.range_facts(u))
+    elif u.op in (UOps.CAST, UOps.BITCAST):
+      assert dt is not None
+      x, src_dt = self.arg(u.src[0])
+      self.r[u] = (cast if u.op is UOps.CAST else bitcast)(b, x, src_dt, dt)
+    else:
+      raise NotImplementedError(f"LLVM can't render {u.op} (it has no thread ids or local memory: global_ids and has_local are off)")
+
+  def range_facts(self, u: UOp) -> tuple[bool, bool]:
+    """(the exact result fits its dtype, every operand is >= 0), from index bounds: true only for index math."""
+    assert u.dtype is not None
+    if not dtypes.is_int(u.dtype) or u.arg not in (BinaryOps.ADD, BinaryOps.MUL, BinaryOps.IDIV, BinaryOps.MOD):
+      return False, False
+    lo, hi = self.bound(u)
+    fits = dtypes.min(u.dtype) <= lo and hi <= dtypes.max(u.dtype)
+    return fits, all(self.bound(s)[0] >= 0 for s in u.src)
+
+  def render(self) -> str:
+    for u in self.uops:
+      if u.op is UOps.ALU and u.dtype is not None and dtypes.is_int(u.dtype):
+        self.bound(u)  # in program order, so bound() never recurses deeply
+      self.step(u)
+    if self.split is not None:
+      self.args += [f"i32 %{START}", f"i32 %{END}"]
+    name = _global_name(self.name)
+    head = f"@{_global_name(outer_symbol(self.name))} = constant i32 {self.split.src[1].arg}\n\n" if self.split is not None else ""
+    body = "\n".join(["entry:", *self.b.allocas, *self.b.lines, "  ret void"])
+    declares = "".join(f"{d}\n" for d in sorted(self.b.declares))
+    return f"{head}define void @{name}({', '.join(self.args)}) #0 {{\n{body}\n}}\n\n{declares}{ATTRIBUTES}\n"
