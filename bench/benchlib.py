@@ -66,7 +66,12 @@ def numpy_threads() -> int | None:
 
 
 def tg_threads() -> str:
-  return "1 (CLANG kernels are single-threaded C loops)" if Device.DEFAULT in ("CLANG", "PYTHON") else "device-defined"
+  if Device.DEFAULT == "PYTHON":
+    return "1 (the PYTHON interpreter)"
+  if Device.DEFAULT in ("CLANG", "LLVM"):
+    from tg.runtime.cpu import CPU_THREADS
+    return f"{CPU_THREADS} (big kernels split their outer loop across CPU_THREADS)"
+  return "device-defined"
 
 
 def load_note() -> str:
