@@ -244,6 +244,7 @@ class Buffer:
     self.allocator = Device[self.device].allocator
     self._buf = opaque if opaque is not None else self.allocator.alloc(self.nbytes, self.options)
     GlobalCounters.mem_used += self.nbytes
+    GlobalCounters.mem_used_peak = max(GlobalCounters.mem_used_peak, GlobalCounters.mem_used)
     return self
 
   def __del__(self) -> None:

@@ -135,12 +135,14 @@ class GlobalCounters:
   global_mem: int = 0
   time_sum_s: float = 0.0
   kernel_count: int = 0
-  mem_used: int = 0
+  mem_used: int = 0       # bytes in allocated Buffers now (not reset: it is a level, not a total)
+  mem_used_peak: int = 0  # the high-water mark of mem_used since the last reset
 
   @staticmethod
   def reset() -> None:
     GlobalCounters.global_ops, GlobalCounters.global_mem = 0, 0
     GlobalCounters.time_sum_s, GlobalCounters.kernel_count = 0.0, 0
+    GlobalCounters.mem_used_peak = GlobalCounters.mem_used
 
 
 class Timing(contextlib.ContextDecorator):

@@ -3,7 +3,8 @@
 Call 1 runs the function normally (everything compiles). Call 2 runs it again while recording every
 kernel it executes, with the buffers it used. From call 3 on, the recorded kernels are replayed with
 the new inputs' buffers put in place of the recorded inputs' (and new values for symbolic sizes), and
-the function itself is not called at all.
+the function itself is not called at all. The capture's scratch buffers (neither inputs, nor returned, nor held
+outside) share memory, planned once at capture (memory.py).
 
 What that requires of the function, as in tinygrad: its tensor inputs are arguments (data made inside
 the function from Python/numpy is frozen at capture); it returns realized tensors (call .realize());
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from tg.device import Buffer, Device
+from tg.engine import memory
 from tg.engine.realize import CompiledRunner, ExecItem, capturing
 from tg.helpers import DEBUG, getenv
 from tg.shape.symbolic import Node, Variable
@@ -97,6 +99,9 @@ class TinyJit(Generic[ReturnType]):
     self.captured_vals = [vals for _, vals in captured]
     positions = {id(b): i for i, b in enumerate(buffers) if b is not None}
     self.input_replace = {(j, k): positions[id(b)] for j, ei in enumerate(self.jit_cache) for k, b in enumerate(ei.bufs) if id(b) in positions}
+    # everything else the kernels use that nobody outside holds is scratch: replays share its memory
+    returned = [o.lazydata.base.buffer for o in outs if isinstance(o, Tensor)]
+    memory.plan_jit(self.jit_cache, {b for b in buffers + returned if b is not None})
     if DEBUG >= 1:
       print(f"TinyJit captured {len(self.jit_cache)} kernels with {len(buffers)} inputs")
     devices = {ei.prg.device for ei in self.jit_cache}

@@ -1,7 +1,8 @@
 """Running a schedule: each ScheduleItem becomes an ExecItem (a runner plus its buffers) and runs.
 
 Kernels are compiled once per (device, AST): `method_cache` keeps the loaded program, and the
-device's Compiler keeps compiled bytes on disk across processes.
+device's Compiler keeps compiled bytes on disk across processes. Before a schedule runs, the memory planner
+(memory.py) lets its intermediate buffers share memory.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 from tg.codegen.kernel import Kernel
 from tg.device import Buffer, Device
-from tg.engine import profile
+from tg.engine import memory, profile
 from tg.engine.schedule import ScheduleItem
 from tg.helpers import DEBUG, GlobalCounters, colored, getenv
 from tg.ops import LazyOp, MetaOps
@@ -143,7 +144,7 @@ def capturing() -> Iterator[list[tuple[ExecItem, dict[Variable, int]]]]:
 
 
 def run_schedule(schedule: list[ScheduleItem]) -> None:
-  for si in schedule:
+  for si in memory.plan_schedule(schedule):
     ei = lower_schedule_item(si)
     if _capture_stack and not isinstance(ei.prg, EmptyOp):
       _capture_stack[-1].append((ei, si.var_vals))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tg.device import Buffer
-from tg.engine import graphviz
+from tg.engine import graphviz, memory
 from tg.helpers import getenv, prod
 from tg.lazy import LazyBuffer
 from tg.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, TernaryOps, UnaryOps
@@ -61,6 +61,42 @@ def _fusion_target(r: LazyBuffer, children: dict[LazyBuffer, list[tuple[LazyBuff
     x = consumer
 
 
+# The graph walks below are module functions, not recursive closures: a closure that calls itself is a reference cycle,
+# which would keep every LazyBuffer it saw alive until the next gc pass, and the memory planner reuses the memory
+# of LazyBuffers only once they are gone.
+
+def _visit(x: LazyBuffer, realize: dict[LazyBuffer, None], visited: set[LazyBuffer],
+           children: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]], out_bases: set[LazyBuffer]) -> None:
+  b = x.base
+  if b.realized is not None:
+    return
+  if x is not b and b.op is not MetaOps.CONST:
+    if any(v.mask is not None for v in x.st.views):
+      realize[b] = None  # unsafe pad: see module docstring
+    elif _expands(x.st):
+      realize[b] = None  # read through a broadcast: computing it inline would repeat the work per copy
+  if b in visited:
+    return
+  visited.add(b)
+  for s in b.srcs:
+    _visit(s, realize, visited, children, out_bases)
+    children.setdefault(s.base, []).append((b, s))
+    if b.op is MetaOps.COPY and s.base.realized is None:
+      realize[s.base] = None  # a copy moves whole buffers
+  if b in out_bases or b.forced_realize:
+    realize[b] = None
+
+
+def _place(b: LazyBuffer, seen: set[LazyBuffer], realize: dict[LazyBuffer, None], order: dict[LazyBuffer, None]) -> None:
+  if b in seen:
+    return
+  seen.add(b)
+  for s in b.srcs:
+    _place(s.base, seen, realize, order)
+  if b in realize:
+    order[b] = None
+
+
 def _needs_realize(outs: list[LazyBuffer]) -> tuple[list[LazyBuffer], dict[LazyBuffer, LazyBuffer]]:
   """Every unrealized base that gets a buffer, in an order where sources come before users; and the
   reductions fused into the kernel of an elementwise user."""
@@ -69,28 +105,8 @@ def _needs_realize(outs: list[LazyBuffer]) -> tuple[list[LazyBuffer], dict[LazyB
   out_bases = {o.base for o in outs}
   children: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]] = {}  # base -> (consumer base, the view it reads)
   fused: dict[LazyBuffer, LazyBuffer] = {}  # kernel base -> the reduction it computes too
-
-  def visit(x: LazyBuffer) -> None:
-    b = x.base
-    if b.realized is not None:
-      return
-    if x is not b and b.op is not MetaOps.CONST:
-      if any(v.mask is not None for v in x.st.views):
-        realize[b] = None  # unsafe pad: see module docstring
-      elif _expands(x.st):
-        realize[b] = None  # read through a broadcast: computing it inline would repeat the work per copy
-    if b in visited:
-      return
-    visited.add(b)
-    for s in b.srcs:
-      visit(s)
-      children.setdefault(s.base, []).append((b, s))
-      if b.op is MetaOps.COPY and s.base.realized is None:
-        realize[s.base] = None  # a copy moves whole buffers
-    if b in out_bases or b.forced_realize:
-      realize[b] = None
   for o in outs:
-    visit(o)
+    _visit(o, realize, visited, children, out_bases)
   # a reduction gets its own buffer, unless its one consumer is an elementwise op of the reduction's shape
   # that has a kernel anyway: then that kernel computes the reduction and the op in one (e.g. conv + bias + relu)
   for b in [b for b in visited if isinstance(b.op, ReduceOps)]:
@@ -100,18 +116,9 @@ def _needs_realize(outs: list[LazyBuffer]) -> tuple[list[LazyBuffer], dict[LazyB
       fused[k] = b
   # `realize` was filled in discovery order; put each base after the bases it reads
   order: dict[LazyBuffer, None] = {}
-
-  def place(b: LazyBuffer, seen: set[LazyBuffer]) -> None:
-    if b in seen:
-      return
-    seen.add(b)
-    for s in b.srcs:
-      place(s.base, seen)
-    if b in realize:
-      order[b] = None
   seen: set[LazyBuffer] = set()
   for b in realize:
-    place(b, seen)
+    _place(b, seen, realize, order)
   return list(order), fused
 
 
@@ -194,6 +201,7 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   schedule = _order(items, reads)
   schedule = _keep_old_values(schedule, items, realized)
   for b in bases:  # the schedule now owns the work: drop the graph so memory is freed as it runs
+    memory.track(b)
     b.op, b.srcs = None, ()
   return schedule
 
@@ -215,6 +223,20 @@ def _keep_old_values(schedule: list[ScheduleItem], items: dict[LazyBuffer, Sched
   return out
 
 
+def _visit_deps(b: LazyBuffer, path: set[LazyBuffer], deps: dict[LazyBuffer, set[LazyBuffer]], rank: dict[LazyBuffer, int],
+                done: dict[LazyBuffer, None]) -> None:
+  """Put b in `done` after everything it depends on (a module function: see _visit)."""
+  if b in done:
+    return
+  if b in path:
+    raise RuntimeError("the schedule has a cycle: a buffer is overwritten (assign) while a value that depends on the new data reads the old")
+  path.add(b)
+  for d in sorted(deps[b], key=rank.__getitem__):
+    _visit_deps(d, path, deps, rank, done)
+  path.discard(b)
+  done[b] = None
+
+
 def _order(items: dict[LazyBuffer, ScheduleItem], reads: dict[LazyBuffer, set[LazyBuffer]]) -> list[ScheduleItem]:
   """Items after the items whose outputs they read, and each ASSIGN after every item that reads the old value of
   the buffer it overwrites (in place, so those reads must happen first)."""
@@ -225,16 +247,8 @@ def _order(items: dict[LazyBuffer, ScheduleItem], reads: dict[LazyBuffer, set[La
       deps[a] |= {r for r, rs in reads.items() if old in rs and r is not a}
   done: dict[LazyBuffer, None] = {}
 
-  def visit(b: LazyBuffer, path: set[LazyBuffer]) -> None:
-    if b in done:
-      return
-    if b in path:
-      raise RuntimeError("the schedule has a cycle: a buffer is overwritten (assign) while a value that depends on the new data reads the old")
-    path.add(b)
-    for d in sorted(deps[b], key=list(items).index):
-      visit(d, path)
-    path.discard(b)
-    done[b] = None
+  rank = {b: i for i, b in enumerate(items)}
   for b in items:
-    visit(b, set())
+    _visit_deps(b, set(), deps, rank, done)
   return [items[b] for b in done]
+
