@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tg import GlobalCounters, Tensor
+from tg.engine.realize import run_schedule
 from tg.engine.schedule import create_schedule
 from tg.nn import LayerNorm, Linear
 from tg.nn.optim import Adam
@@ -41,9 +42,36 @@ def test_conv_bias_relu_is_one_kernel() -> None:
   assert kernels(x.conv2d(w, b, padding=1).relu()) == 1
 
 
-def test_softmax_forward() -> None:
+def test_softmax_forward_is_two_kernels() -> None:
   x = realized(4, 10)
-  assert kernels(x.softmax(1)) <= 3  # max, sum of exp, divide (the target is 2: one multi-loop kernel for sum + divide)
+  assert kernels(x.softmax(1)) == 2  # max and sum of exp in one kernel (the max nested, stored too), then the divide
+  xs = x.numpy()
+  e = np.exp(xs - xs.max(1, keepdims=True))
+  np.testing.assert_allclose(x.softmax(1).numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+  np.testing.assert_allclose(x.log_softmax(0).numpy(), xs - xs.max(0) - np.log(np.exp(xs - xs.max(0)).sum(0)), rtol=1e-5, atol=1e-6)
+
+
+def test_mean_and_variance_share_a_kernel() -> None:
+  x = realized(6, 32)
+  mean, var = x.mean(1, keepdim=True), x.var(1, keepdim=True)
+  sched = create_schedule([var.lazydata, mean.lazydata])
+  assert len(sched) == 1 and len(sched[0].outputs) >= 2  # the means are computed inside the variance's kernel
+  mean, var = x.mean(1, keepdim=True), x.var(1, keepdim=True)  # (scheduling hands the graph to the schedule: build anew)
+  Tensor.realize_all(mean, var)
+  np.testing.assert_allclose(mean.numpy(), x.numpy().mean(1, keepdims=True), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(var.numpy(), x.numpy().var(1, ddof=1, keepdims=True), rtol=1e-5, atol=1e-6)
+  assert kernels(x.layernorm()) == 2  # mean and variance, then the normalization
+
+
+def test_nested_reduction_read_elsewhere_is_stored() -> None:
+  """The max inside softmax's kernel is an output of that kernel: a later kernel reading it gets the value."""
+  x = realized(5, 7)
+  m = x.max(1, keepdim=True)
+  s = (x - m).exp().sum(1, keepdim=True)
+  out = s.log() + m * 2
+  xs = x.numpy()
+  np.testing.assert_allclose(out.numpy(), np.log(np.exp(xs - xs.max(1, keepdims=True)).sum(1, keepdims=True)) + 2 * xs.max(1, keepdims=True),
+                             rtol=1e-5, atol=1e-6)
 
 
 def test_layernorm_forward_and_backward() -> None:
@@ -70,6 +98,34 @@ def test_adam_step_on_a_linear_layer() -> None:
   GlobalCounters.reset()
   opt.step()
   assert GlobalCounters.kernel_count <= 23
+
+
+def test_assign_copies_the_old_value_only_when_it_can_still_be_read() -> None:
+  from tg.ops import MetaOps
+  def copies(*ts: Tensor) -> int:  # schedules and runs the realize of ts
+    sched = create_schedule([t.lazydata for t in ts])
+    run_schedule(sched)
+    return sum(1 for si in sched if si.ast.op is MetaOps.COPY)
+  w = realized(4)
+  w_np = w.numpy()
+  n = copies(w.assign(w * 2 + 1))  # (not inside the assert: pytest would hold `w * 2 + 1` for its message)
+  assert n == 0  # the `w * 2 + 1` in the assign's own kernel reads w before it is written, and nothing else can
+  w_np = w_np * 2 + 1
+  alias, view = w * 1, w.reshape(2, 2)  # the old value itself (x * 1 folds to x) and a view of it, both held
+  w.assign(w + 1).realize()
+  np.testing.assert_allclose(alias.numpy(), w_np)
+  np.testing.assert_allclose(view.numpy(), w_np.reshape(2, 2))
+  np.testing.assert_allclose(w.numpy(), w_np + 1)
+  # an optimizer step: nothing reads the old weights after it, so nothing is copied
+  layer = Linear(16, 4)
+  opt = Adam(get_parameters(layer), lr=0.01)
+  x = realized(8, 16)
+  for _ in range(2):
+    opt.zero_grad()
+    with Tensor.train():
+      loss = layer(x).relu().sum().backward()
+      n = copies(loss, *opt.schedule_step())
+      assert n == 0
 
 
 def test_realized_buffer_is_not_recomputed() -> None:

@@ -270,7 +270,9 @@ class Kernel:
     if reduce_axes and isinstance(outputs, int) and outputs <= 2048:
       r = max(reduce_axes, key=lambda i: shape[i])  # type: ignore[arg-type,return-value]
       if shape[r] >= 256:  # type: ignore[operator]
-        any(self._try(Opt(OptOps.GROUPTOP, r, amt)) for amt in (256, 128, 64, 32, 16))
+        # every thread of the group combines all the group's partials after the barrier (no IF in the IR yet): that
+        # costs group^2 per workgroup, so the group stays small
+        any(self._try(Opt(OptOps.GROUPTOP, r, amt)) for amt in (32, 16))
     elif reduce_axes:
       sts = [op.arg.st for op in self.ast.lazyops() if op.op is BufferOps.LOAD]
       for i in self._reuse_axes(globals_, sts):

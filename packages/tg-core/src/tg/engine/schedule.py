@@ -13,6 +13,8 @@ are folded into the loads' ShapeTrackers.
 """
 from __future__ import annotations
 
+import sys
+import weakref
 from dataclasses import dataclass, field
 
 from tg.device import Buffer
@@ -26,13 +28,13 @@ from tg.shape.symbolic import Variable
 
 @dataclass(frozen=True)
 class ScheduleItem:
-  ast: LazyOp                # a STORE-rooted kernel AST, or a MetaOps (COPY, EMPTY) op
+  ast: LazyOp                # a kernel AST rooted at a STORE (or a SINK of STOREs: several outputs), or a COPY or EMPTY
   bufs: tuple[Buffer, ...]   # outputs first, then inputs in kernel argument order
   var_vals: dict[Variable, int] = field(default_factory=dict)  # values of the AST's symbolic sizes for this run
 
   @property
   def outputs(self) -> tuple[Buffer, ...]:
-    return self.bufs[:1]
+    return self.bufs[:len(self.ast.src) if self.ast.op is MetaOps.SINK else 1]
 
   @property
   def inputs(self) -> tuple[Buffer, ...]:
@@ -97,9 +99,9 @@ def _place(b: LazyBuffer, seen: set[LazyBuffer], realize: dict[LazyBuffer, None]
     order[b] = None
 
 
-def _needs_realize(outs: list[LazyBuffer]) -> tuple[list[LazyBuffer], dict[LazyBuffer, LazyBuffer]]:
-  """Every unrealized base that gets a buffer, in an order where sources come before users; and the
-  reductions fused into the kernel of an elementwise user."""
+def _needs_realize(outs: list[LazyBuffer]) -> tuple[list[LazyBuffer], dict[LazyBuffer, LazyBuffer], dict[LazyBuffer, LazyBuffer]]:
+  """Every unrealized base that gets a buffer, in an order where sources come before users; the reductions fused
+  into the kernel of an elementwise user; and the reductions computed in the kernel of another (inner -> outer)."""
   realize: dict[LazyBuffer, None] = {}
   visited: set[LazyBuffer] = set()
   out_bases = {o.base for o in outs}
@@ -119,15 +121,85 @@ def _needs_realize(outs: list[LazyBuffer]) -> tuple[list[LazyBuffer], dict[LazyB
   seen: set[LazyBuffer] = set()
   for b in realize:
     _place(b, seen, realize, order)
-  return list(order), fused
+  return list(order), fused, _nest_reductions(realize, fused)
+
+
+def _nest_reductions(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, LazyBuffer]) -> dict[LazyBuffer, LazyBuffer]:
+  """Reductions computed inside another reduction's kernel: inner -> outer.
+
+  When a reduction reads another one over the same loops through a broadcast along the reduced axes (softmax's sum
+  of exp(x - max), a variance's sum of (x - mean)^2), the outer kernel computes the inner one first, in loops of
+  its own, and stores it as a second output: one kernel instead of two. The inner one may be a reduction followed
+  by elementwise ops of its shape (mean = sum * 1/n). One level deep: an outer is not nested, an inner nests nothing."""
+  if not getenv("NEST_REDUCE", 1):
+    return {}
+  nested: dict[LazyBuffer, LazyBuffer] = {}
+  reach: dict[LazyBuffer, set[LazyBuffer]] = {}
+  # (the base whose kernel computes a reduction, the reduction): itself, or the elementwise user it is fused into
+  kernels = [(b, b if isinstance(b.op, ReduceOps) else fused[b]) for b in realize if isinstance(b.op, ReduceOps) or b in fused]
+  for kernel, outer in kernels:
+    if kernel in nested or kernel in nested.values() or outer.realized is not None:
+      continue
+    full = outer.srcs[0].shape
+    found: dict[LazyBuffer, bool] = {}  # candidate inner -> every read of it fits
+    stack, seen = [outer.srcs[0]], set()
+    while stack:
+      x = stack.pop()
+      if id(x) in seen:
+        continue
+      seen.add(id(x))
+      b = x.base
+      if b.realized is not None or b.op is MetaOps.CONST:
+        continue
+      if b in realize:
+        reduce = b if isinstance(b.op, ReduceOps) else fused.get(b)
+        fits = reduce is not None and reduce.arg == outer.arg and reduce.srcs[0].shape == full and b.shape == outer.shape and \
+          x.st == ShapeTracker.from_shape(b.shape).expand(full)
+        found[b] = found.get(b, True) and fits
+        continue
+      if x is not b or b.shape != full or not isinstance(b.op, (UnaryOps, BinaryOps, TernaryOps)):
+        continue  # only follow values inlined element for element
+      stack.extend(b.srcs)
+    deps = _reach(kernel, realize, reach)
+    for inner, ok in found.items():
+      if not ok or inner is kernel or inner in nested or inner in nested.values():
+        continue
+      if any(inner in _reach(d, realize, reach) for d in deps if d is not inner):
+        continue  # the kernel also needs a buffer that needs the inner reduction: it can't compute it itself
+      nested[inner] = kernel
+  # siblings: another reduction over the same input shape and axes that neither kernel depends on shares the loops
+  for kernel, outer in kernels:
+    for other, r in kernels:
+      if other is kernel or other in nested or other in nested.values() or kernel in nested or r.realized is not None:
+        continue
+      if r.arg != outer.arg or r.srcs[0].shape != outer.srcs[0].shape or not (other.shape == r.shape == outer.shape):
+        continue
+      mine = {kernel, *(i for i, k in nested.items() if k is kernel)}
+      if other in _reach(kernel, realize, reach) or mine & _reach(other, realize, reach):
+        continue  # one needs the other's result: they can't run as one kernel
+      nested[other] = kernel
+  return nested
+
+
+def _reach(b: LazyBuffer, realize: dict[LazyBuffer, None], memo: dict[LazyBuffer, set[LazyBuffer]]) -> set[LazyBuffer]:
+  """Every base with a buffer in this schedule that computing `b` needs, directly or through others."""
+  if (ret := memo.get(b)) is not None:
+    return ret
+  ret = memo[b] = set()
+  for s in b.srcs:
+    if s.base.realized is None:
+      if s.base in realize:
+        ret.add(s.base)
+      ret |= _reach(s.base, realize, memo)
+  return ret
 
 
 class _KernelBuilder:
   """Builds the AST of the kernel that computes `out` (a base), inlining every unrealized elementwise source."""
 
-  def __init__(self, out: LazyBuffer, realized: set[LazyBuffer], fused: LazyBuffer | None = None) -> None:
-    self.out, self.realized, self.fused = out, realized, fused
-    self.bufs: list[Buffer] = [out.buffer]
+  def __init__(self, out: LazyBuffer, realized: set[LazyBuffer], fused: LazyBuffer | None = None, nested: tuple[LazyBuffer, ...] = ()) -> None:
+    self.out, self.realized, self.fused, self.nested = out, realized, fused, nested
+    self.bufs: list[Buffer] = [out.buffer] + [n.buffer for n in nested]  # outputs first
     self.buf_index: dict[LazyBuffer, int] = {}
     self.memo: dict[tuple[LazyBuffer, ShapeTracker | None], LazyOp] = {}
     self.var_vals: dict[Variable, int] = {}
@@ -153,15 +225,16 @@ class _KernelBuilder:
       return ret
     st = x.st + top if top is not None else x.st
     b = x.base
-    if b is not self.out and (b.realized is not None or b in self.realized):
+    if b is not self.out and b not in self.nested and (b.realized is not None or b in self.realized):
       ret = self.load(b, st)
     elif b.op is MetaOps.CONST:
       ret = LazyOp(BufferOps.CONST, (), ConstBuffer(b.arg, b.dtype, self.unbound(st)))
     elif b.op in (MetaOps.CONTIGUOUS, MetaOps.ASSIGN):
       ret = self.value(b.srcs[0], st)
     elif isinstance(b.op, ReduceOps):
-      # its own kernel's reduction, or one fused into the elementwise op that consumes it (same shape, read in order)
-      assert b is self.out or st.contiguous, "a fused reduction is read element for element"
+      # its own kernel's reduction, one fused into the elementwise op that consumes it (same shape, read in order),
+      # or one nested in this kernel's reduction (read through a broadcast along its reduced axes)
+      assert b is self.out or st.contiguous or st == ShapeTracker.from_shape(b.shape).expand(b.srcs[0].shape), "a reduction read out of order"
       ret = LazyOp(b.op, (self.value(b.srcs[0], None),), b.arg)
     elif b.op in (UnaryOps.CAST, UnaryOps.BITCAST):
       ret = LazyOp(b.op, (self.value(b.srcs[0], st),), b.arg)
@@ -178,44 +251,60 @@ class _KernelBuilder:
     val = self.value(b, top)
     out_st = ShapeTracker.from_shape(b.shape) + top if top is not None else ShapeTracker.from_shape(b.shape)
     ast = LazyOp(BufferOps.STORE, (val,), MemBuffer(0, b.dtype, self.unbound(out_st)))
+    if self.nested:  # the nested reductions are stored too, as outputs 1, 2, ...
+      stores = [LazyOp(BufferOps.STORE, (self.value(n, None),), MemBuffer(i + 1, n.dtype, self.unbound(ShapeTracker.from_shape(n.shape))))
+                for i, n in enumerate(self.nested)]
+      ast = LazyOp(MetaOps.SINK, (ast, *stores))
     return ScheduleItem(ast, tuple(self.bufs), self.var_vals)
 
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
-  bases, fused = _needs_realize(outs)
+  bases, fused, nested = _needs_realize(outs)
   realized = set(bases)
   items: dict[LazyBuffer, ScheduleItem] = {}
   reads: dict[LazyBuffer, set[LazyBuffer]] = {}  # which bases each item loads
+  inners: dict[LazyBuffer, tuple[LazyBuffer, ...]] = {}
+  for inner, outer in nested.items():
+    inners[outer] = (*inners.get(outer, ()), inner)
   for b in bases:
-    if prod(b.shape) == 0:
-      continue  # nothing to compute: an empty buffer
+    if prod(b.shape) == 0 or b in nested:
+      continue  # nothing to compute (an empty buffer), or computed in another reduction's kernel
     if b.op is MetaOps.COPY:
       items[b], reads[b] = ScheduleItem(LazyOp(MetaOps.COPY, (), b.buffer.nbytes), (b.buffer, b.srcs[0].base.buffer)), {b.srcs[0].base}
     elif b.op is MetaOps.EMPTY:
       items[b], reads[b] = ScheduleItem(LazyOp(MetaOps.EMPTY), (b.buffer,)), set()
     else:
-      builder = _KernelBuilder(b, realized, fused.get(b))
+      builder = _KernelBuilder(b, realized, fused.get(b), inners.get(b, ()))
       items[b], reads[b] = builder.build(), set(builder.buf_index)
+      del builder
   if graphviz.enabled():
     graphviz.add_schedule(reads)
+  # reading a nested reduction means waiting for the kernel that computes it
+  reads = {b: {nested.get(r, r) for r in rs} for b, rs in reads.items()}
   schedule = _order(items, reads)
-  schedule = _keep_old_values(schedule, items, realized)
+  olds = [(items[a], weakref.ref(a.srcs[1].base)) for a in items if a.op is MetaOps.ASSIGN]
+  del items, fused, reads, nested, inners  # with the builders' memos: nothing here may keep a value alive past this point
   for b in bases:  # the schedule now owns the work: drop the graph so memory is freed as it runs
     memory.track(b)
     b.op, b.srcs = None, ()
-  return schedule
+  return _keep_old_values(schedule, olds, realized)
 
 
-def _keep_old_values(schedule: list[ScheduleItem], items: dict[LazyBuffer, ScheduleItem], realized: set[LazyBuffer]) -> list[ScheduleItem]:
+def _keep_old_values(schedule: list[ScheduleItem], olds: list[tuple[ScheduleItem, weakref.ref[LazyBuffer]]],
+                     realized: set[LazyBuffer]) -> list[ScheduleItem]:
   """An in-place ASSIGN overwrites its target's buffer. If something not computed in this schedule still reads
-  the old value (a loss computed lazily before an optimizer step, a view a user holds), the old value moves
-  to a buffer of its own first, so every lazy value keeps meaning what it meant when it was built."""
+  the old value (a loss computed lazily before an optimizer step, a view a user holds, a tensor that is the old
+  value itself), the old value moves to a buffer of its own first, so every lazy value keeps meaning what it
+  meant when it was built.
+
+  Runs after the scheduled graph is dropped, so only what is held from outside is still alive: the `w + 1` inlined
+  into the kernel of `w.assign(w + 1)` is gone unless someone holds it, and so is the old value itself."""
   out = list(schedule)
-  for a, si in items.items():
-    if a.op is not MetaOps.ASSIGN:
-      continue
-    old = a.srcs[1].base
-    if not any(r is not a and r.base.realized is None and r.base not in realized for r in list(old.readers)):
+  for si, ref in olds:
+    if (old := ref()) is None:
+      continue  # nobody can ask for the old value any more
+    held = sys.getrefcount(old) > 2  # more than `old` and getrefcount's argument: someone outside holds it
+    if not held and not any(r.base.realized is None and r.base not in realized and r.op is not None for r in list(old.readers)):
       continue
     keep = Buffer(old.buffer.device, old.buffer.size, old.buffer.dtype)
     out.insert(out.index(si), ScheduleItem(LazyOp(MetaOps.COPY, (), keep.nbytes), (keep, old.buffer)))
