@@ -6,6 +6,7 @@
   tests(backend='clang')   tg-core's tests on CLANG, plus tg-clang's own tests (alias: clang)
   tests(backend='llvm')    tg-core's tests on LLVM, plus tg-llvm's own tests (alias: llvm)
   tests(backend='webgpu')  tg-core's tests on WEBGPU (wgpu over Vulkan: lavapipe without a GPU), plus tg-webgpu's own (alias: webgpu)
+  tests(backend='cuda')    tg-core's tests on CUDA in mock mode (NVRTC + ptxas, kernels run on the CPU), plus tg-cuda's own (alias: cuda)
 
 Each test session makes a fresh venv, installs tg-core and the backend from this working tree (plus
 the toy third-party plugin used by the plugin tests), checks that the device registered and is
@@ -22,7 +23,9 @@ CORE = "packages/tg-core"
 TOY = "packages/tg-core/tests/plugins/tg-toy"
 # backend name -> (device, package dir or None for devices built into tg-core)
 BACKENDS = {"python": ("PYTHON", None), "clang": ("CLANG", "packages/tg-clang"), "webgpu": ("WEBGPU", "packages/tg-webgpu"),
-            "llvm": ("LLVM", "packages/tg-llvm")}
+            "llvm": ("LLVM", "packages/tg-llvm"), "cuda": ("CUDA", "packages/tg-cuda")}
+# environment for a backend's session: CI has no GPU, so CUDA runs in its mock mode
+BACKEND_ENV = {"cuda": {"CUDA_MOCK": "1"}}
 # test-only references: torch for gradients, safetensors and gguf for the file formats tg reads and writes
 TEST_DEPS = ["pytest", "hypothesis", "torch==2.13.0", "safetensors", "gguf"]
 
@@ -35,19 +38,22 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def types(session: nox.Session) -> None:
-  session.install("mypy", "pytest", f"./{CORE}", "./packages/tg-clang", "./packages/tg-webgpu", "./packages/tg-llvm")
+  session.install("mypy", "pytest", f"./{CORE}", "./packages/tg-clang", "./packages/tg-webgpu", "./packages/tg-llvm",
+                  "./packages/tg-cuda")
   session.run("mypy")
 
 
 def _run_backend_tests(session: nox.Session, backend: str) -> None:
   device, package = BACKENDS[backend]
+  env = BACKEND_ENV.get(backend, {})
   session.install(*TEST_DEPS)
   session.install(f"./{CORE}", f"./{TOY}", *([f"./{package}"] if package else []))
   # the device must have registered through its entry point and be usable here
-  session.run("python", "-m", "tg.devices")
-  session.run("python", "-c", f"from tg import Device, Tensor; Device['{device}']; assert (Tensor([1, 2], device='{device}') * 2).tolist() == [2, 4]")
+  session.run("python", "-m", "tg.devices", env=env)
+  session.run("python", "-c", f"from tg import Device, Tensor; Device['{device}']; assert (Tensor([1, 2], device='{device}') * 2).tolist() == [2, 4]",
+              env=env)
   tests = [f"{CORE}/tests"] + ([f"{package}/tests"] if package else [])
-  session.run("pytest", *tests, f"--tg-device={device}", "-q", *session.posargs, env={"TG_REQUIRE_TOY": "1"})
+  session.run("pytest", *tests, f"--tg-device={device}", "-q", *session.posargs, env={"TG_REQUIRE_TOY": "1", **env})
 
 
 @nox.session
@@ -78,3 +84,9 @@ def webgpu(session: nox.Session) -> None:
 def llvm(session: nox.Session) -> None:
   """Alias of tests(backend='llvm')."""
   _run_backend_tests(session, "llvm")
+
+
+@nox.session
+def cuda(session: nox.Session) -> None:
+  """Alias of tests(backend='cuda')."""
+  _run_backend_tests(session, "cuda")

@@ -1,0 +1,60 @@
+"""CUDAGraph: a TinyJit capture replayed as one CUDA graph launch.
+
+Each captured kernel is a kernel node, run after the one before it (the order they ran in). On replay only the
+nodes whose arguments can change are updated: those reading a jitted function's inputs (new buffers every call)
+and those with symbolic sizes (new values, and maybe new launch dims).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from tg.engine.realize import CompiledRunner, ExecItem
+from tg.helpers import GlobalCounters
+from tg.renderer import Program
+from tg.shape.symbolic import Node, Variable
+from tg_cuda.driver import ffi
+from tg_cuda.program import CUDAProgram, launch_dims, pack_params
+
+
+def _variables(p: Program) -> set[Variable]:
+  """The symbolic sizes a kernel's arguments or launch dims depend on."""
+  return set(p.vars).union(*(s.vars() for s in (*p.global_size, *p.local_size) if isinstance(s, Node)))
+
+
+class CUDAGraph:
+  def __init__(self, jit_cache: list[ExecItem], input_replace: dict[tuple[int, int], int]) -> None:
+    self.jit_cache = jit_cache
+    self.runners: list[CompiledRunner] = [ei.prg for ei in jit_cache if isinstance(ei.prg, CompiledRunner)]
+    assert len(self.runners) == len(jit_cache), "CUDAGraph replays compiled kernels only"
+    self.programs: list[CUDAProgram] = [r.clprg for r in self.runners]
+    self.driver = self.programs[0].driver
+    self.graph = self.driver.graph_create()
+    self.nodes: list[Any] = []
+    # until a replay gives them values, symbolic sizes take their smallest one (the node is updated before it runs)
+    start = {v: v.min for r in self.runners for v in _variables(r.p)}
+    for j in range(len(jit_cache)):
+      node, _alive = self._params(j, start)
+      self.nodes.append(self.driver.graph_add_kernel(self.graph, self.nodes[-1:], node))
+    self.exec = self.driver.graph_instantiate(self.graph)
+    self.updated = sorted({j for j, _ in input_replace} | {j for j, r in enumerate(self.runners) if _variables(r.p)})
+
+  def _params(self, j: int, var_vals: dict[Variable, int]) -> tuple[Any, Any]:
+    """Node j's CUDA_KERNEL_NODE_PARAMS* (and what must stay alive until the driver has copied it)."""
+    p = self.runners[j].p
+    grid, block = launch_dims(*p.launch_dims(var_vals))
+    params, alive = pack_params([b._buf for b in self.jit_cache[j].bufs], [var_vals[v] for v in p.vars])
+    # a launch dim of 0 is invalid even in a node that is updated before it runs
+    grid = (max(grid[0], 1), max(grid[1], 1), max(grid[2], 1))
+    node = ffi.new("CUDA_KERNEL_NODE_PARAMS*", {"func": self.programs[j].fn, "gridDimX": grid[0], "gridDimY": grid[1], "gridDimZ": grid[2],
+                                                "blockDimX": block[0], "blockDimY": block[1], "blockDimZ": block[2],
+                                                "sharedMemBytes": 0, "kernelParams": params, "extra": ffi.NULL})
+    return node, (params, alive)
+
+  def __call__(self, var_vals: dict[Variable, int]) -> None:
+    for j in self.updated:
+      for b in self.jit_cache[j].bufs:
+        b.ensure_allocated()
+      node, _alive = self._params(j, var_vals)
+      self.driver.graph_set_kernel(self.exec, self.nodes[j], node)
+    self.driver.graph_launch(self.exec)
+    GlobalCounters.kernel_count += len(self.jit_cache)

@@ -1,0 +1,78 @@
+"""CUDARenderer: CUDA C++ for NVRTC. Output axes are the grid (SPECIAL gidx<d> = blockIdx, lidx<d> = threadIdx,
+dim 0 = x), workgroup memory is `__shared__`, the workgroup barrier `__syncthreads()`.
+
+float16 and bfloat16 are the 16-bit types of include/tg_fp16.h and include/tg_bf16.h (computed in float), which
+the compiler hands to NVRTC by name: NVRTC 12.9 has no cuda_fp16.h of its own. Math is CUDA's float functions
+(exp2f, log2f, sinf, sqrtf; the double ones for float64); half and bfloat16 math is done in float.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tg.codegen.uops import UOp, UOps
+from tg.dtype import DType, PtrDType, dtypes
+from tg.helpers import prod
+from tg.ops import UnaryOps
+from tg.renderer.cstyle import CStyleLanguage
+
+GRID_DIMS = "xyz"
+
+
+def _math(fn: str) -> Callable[[str, DType], str]:
+  return lambda x, dt: f"{fn}({x})" if dt == dtypes.float64 else f"{fn}f({x})"
+
+
+class CUDARenderer(CStyleLanguage):
+  device = "CUDA"
+  global_ids = True
+  global_max = (2**31 - 1, 65535, 65535)
+  has_local = True
+  local_max = (1024, 1024, 64)
+  local_max_threads = 1024
+  shared_max = 48 * 1024
+  tensor_cores = ()         # mma (sm_80+) is a later step
+  supports_float4 = False   # core has no vector UOps yet
+  smem_prefix = "__shared__ "
+  barrier = "__syncthreads();"
+  # bit tricks instead of math.h's INFINITY/NAN: NVRTC sees no system headers, and the CPU mock has the same intrinsics
+  infinity = "__int_as_float(0x7f800000)"
+  nan = "__int_as_float(0x7fffffff)"
+  type_map = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int64: "long long",
+              dtypes.uint64: "unsigned long long", dtypes.float16: "half", dtypes.bfloat16: "__nv_bfloat16"}
+  code_for_op = {**CStyleLanguage.code_for_op, UnaryOps.EXP2: _math("exp2"), UnaryOps.LOG2: _math("log2"),
+                 UnaryOps.SIN: _math("sin"), UnaryOps.SQRT: _math("sqrt")}
+
+  def render(self, name: str, uops: list[UOp]) -> str:
+    specials = [u for u in uops if u.op is UOps.SPECIAL]
+    grid = [u for u in specials if u.arg[0].startswith("gidx")]
+    if len(grid) > len(GRID_DIMS):
+      raise NotImplementedError(f"kernel {name} has {len(grid)} grid (gidx) dims, a CUDA launch has {len(GRID_DIMS)} (x, y, z): "
+                                "core should have folded its output axes onto the renderer's global_max")
+    for u in grid:
+      size, dim = u.arg[2], u.arg[1]
+      if isinstance(size, int) and size > self.global_max[dim]:
+        raise ValueError(f"kernel {name}: grid dim {GRID_DIMS[dim]} of {size} blocks is more than CUDA's {self.global_max[dim]}")
+    # __launch_bounds__ promises the block size, so the compiler can spend registers accordingly
+    self._threads = prod(s if isinstance(s, int) else s.max for s in (u.arg[2] for u in specials if u.arg[0].startswith("lidx")))
+    self._stored = {u.src[0] for u in uops if u.op is UOps.STORE and u.src[0].op is UOps.DEFINE_GLOBAL}
+    dts = {u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype for u in uops}
+    self._includes = [f'#include "{h}"\n' for dt, h in ((dtypes.float16, "tg_fp16.h"), (dtypes.bfloat16, "tg_bf16.h")) if dt in dts]
+    return super().render(name, uops)
+
+  def render_special(self, u: UOp) -> str:
+    kind, dim, _ = u.arg
+    assert isinstance(dim, int) and 0 <= dim < len(GRID_DIMS), f"SPECIAL {u.arg} has no CUDA dim"
+    return f"{'blockIdx' if kind.startswith('gidx') else 'threadIdx'}.{GRID_DIMS[dim]}"
+
+  def render_kernel(self, name: str, kernel: list[str], bufs: list[tuple[str, PtrDType]], variables: list[str]) -> str:
+    stored = {f"data{u.arg}" for u in self._stored}
+    # buffers the kernel only reads are const: with __restrict__ that lets loads go through the read-only cache
+    args = [f"{'' if n in stored else 'const '}{self.render_dtype(dt.base)}* __restrict__ {n}" for n, dt in bufs]
+    args += [f"{self.arg_int_prefix} {v}" for v in variables]
+    body = "\n".join(kernel)
+    prefix = "".join(self._includes)
+    return f"{prefix}extern \"C\" __global__ void __launch_bounds__({self._threads}) {name}({', '.join(args)}) {{\n{body}\n}}"
+
+  def render_bitcast(self, x: str, from_dt: DType, to_dt: DType) -> str:
+    return f"__builtin_bit_cast({self.render_dtype(to_dt)}, ({self.render_dtype(from_dt)})({x}))"
+
