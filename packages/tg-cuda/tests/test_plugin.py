@@ -74,3 +74,11 @@ def test_mock_runs_without_ptxas_and_says_so() -> None:
   out = _run("from tg import Tensor; print((Tensor([1, 2, 3], device='CUDA') * 2).tolist())",
              CUDA_MOCK="1", TG_PTXAS="/nonexistent/ptxas", DEBUG="1", CACHELEVEL="0")
   assert "no ptxas on PATH" in out and out.endswith("[2, 4, 6]")
+
+
+def test_tg_devices_says_when_cuda_runs_in_mock_mode() -> None:
+  line = next(ln for ln in _run("from tg.devices import report; print(report())", CUDA_MOCK="1").splitlines() if ln.startswith("CUDA"))
+  assert "usable" in line and "mock mode" in line
+  if not _libcuda_loads():
+    line = next(ln for ln in _run("from tg.devices import report; print(report())").splitlines() if ln.startswith("CUDA"))
+    assert "not usable" in line and "CUDA_MOCK=1" in line

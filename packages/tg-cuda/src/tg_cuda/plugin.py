@@ -25,6 +25,13 @@ def tg_device_available(device: str) -> str | None:
 
 
 @hookimpl
+def tg_device_note(device: str) -> str | None:
+  if device != DEVICE:
+    return None
+  return "mock mode, CUDA_MOCK=1: real NVRTC and ptxas, kernels run on the CPU" if is_mock() else None
+
+
+@hookimpl
 def tg_device_priority(device: str) -> int | None:
   if device != DEVICE:
     return None

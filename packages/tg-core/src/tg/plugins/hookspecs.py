@@ -48,6 +48,12 @@ def tg_device_priority(device: str) -> int | None:  # type: ignore[empty-body]
   """
 
 
+@hookspec(firstresult=True)
+def tg_device_note(device: str) -> str | None:  # type: ignore[empty-body]
+  """Optional: a short note on how a usable `device` runs here, shown by ``python -m tg.devices``, e.g.
+  ``"mock mode: kernels run on the CPU"`` or the GPU's name. First non-None result wins."""
+
+
 # ---------- the parts of a device ----------
 
 @hookspec(firstresult=True)
