@@ -142,3 +142,19 @@ def test_large_reduction_is_split_in_two() -> None:
   np.testing.assert_allclose(t.sum().item(), x.astype(np.float64).sum(), rtol=1e-6)
   assert t.max().item() == x.max()
   assert kernels(realized(4, 1000).sum(1)) == 1  # small reductions stay one kernel
+
+
+def test_training_step_with_softmax_loss_and_optimizer_in_one_schedule() -> None:
+  """The loss (with its softmax reductions) and the optimizer's in-place updates are realized together: merged
+  reduction kernels must never need to run both before and after an in-place write."""
+  l1, l2 = Linear(12, 16), Linear(16, 5)
+  opt = Adam(get_parameters([l1, l2]), lr=0.05)
+  x, y = realized(32, 12), Tensor(rng.integers(0, 5, 32).astype(np.int32))
+  losses = []
+  for _ in range(4):
+    opt.zero_grad()
+    with Tensor.train():
+      loss = l2(l1(x).relu()).sparse_categorical_crossentropy(y).backward()
+      Tensor.realize_all(loss, *opt.schedule_step())
+    losses.append(loss.item())
+  assert losses[-1] < losses[0]

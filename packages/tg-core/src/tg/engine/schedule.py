@@ -131,7 +131,9 @@ def _nest_reductions(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, La
   of exp(x - max), a variance's sum of (x - mean)^2), the outer kernel computes the inner one first, in loops of
   its own, and stores it as a second output: one kernel instead of two. The inner one may be a reduction followed
   by elementwise ops of its shape (mean = sum * 1/n). One level deep: an outer is not nested, an inner nests nothing."""
-  if not getenv("NEST_REDUCE", 1):
+  if not getenv("NEST_REDUCE", 1) or any(b.op is MetaOps.ASSIGN for b in realize):
+    # an in-place write orders every reader of the old value before it, an order the data edges below don't
+    # show: kernels merged across it could need to run both before and after it
     return {}
   nested: dict[LazyBuffer, LazyBuffer] = {}
   reach: dict[LazyBuffer, set[LazyBuffer]] = {}
