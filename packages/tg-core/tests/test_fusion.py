@@ -3,6 +3,7 @@ scheduler achieves today, so a change that splits kernels shows up here."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tg import GlobalCounters, Tensor
 from tg.engine.realize import run_schedule
@@ -158,3 +159,37 @@ def test_training_step_with_softmax_loss_and_optimizer_in_one_schedule() -> None
       Tensor.realize_all(loss, *opt.schedule_step())
     losses.append(loss.item())
   assert losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_reduction_graphs_merge_kernels_without_changing_numbers(seed: int) -> None:
+  """Random DAGs of reductions reading reductions (the shapes softmax, variance and matmuls make): however
+  kernels get merged, the numbers are numpy's."""
+  r = np.random.default_rng(seed)
+  x_np = [r.standard_normal((5, 7)).astype(np.float32) for _ in range(2)]
+  xs = [Tensor(a).realize() for a in x_np]
+  for _ in range(10):
+    i, j = (int(k) for k in r.integers(0, len(xs), 2))
+    kind = int(r.integers(0, 5))
+    a, b, a_np, b_np = xs[i], xs[j], x_np[i], x_np[j]
+    if kind == 0:  # softmax-like: reads its own max through a broadcast
+      xs.append((a - a.max(1, keepdim=True)).exp() / (a - a.max(1, keepdim=True)).exp().sum(1, keepdim=True))
+      e = np.exp(a_np - a_np.max(1, keepdims=True))
+      x_np.append(e / e.sum(1, keepdims=True))
+    elif kind == 1:  # variance-like, of another node's mean
+      xs.append(a - ((b - b.mean(1, keepdim=True)) ** 2).mean(1, keepdim=True))
+      x_np.append(a_np - ((b_np - b_np.mean(1, keepdims=True)) ** 2).mean(1, keepdims=True))
+    elif kind == 2:  # siblings over one input
+      xs.append(a * a.sum(1, keepdim=True) + b.max(1, keepdim=True))
+      x_np.append(a_np * a_np.sum(1, keepdims=True) + b_np.max(1, keepdims=True))
+    elif kind == 3:
+      xs.append((a * 0.5).tanh() + b)
+      x_np.append(np.tanh(a_np * 0.5) + b_np)
+    else:  # across the other axis
+      xs.append(a - a.sum(0, keepdim=True) * 0.1)
+      x_np.append(a_np - a_np.sum(0, keepdims=True) * 0.1)
+  picks = [len(xs) - 1, len(xs) - 2, int(r.integers(2, len(xs)))]
+  outs = [xs[k] for k in picks]
+  Tensor.realize_all(*outs)
+  for t, k in zip(outs, picks):
+    np.testing.assert_allclose(t.numpy(), x_np[k], rtol=2e-4, atol=2e-4)

@@ -162,13 +162,17 @@ def _nest_reductions(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, La
       if x is not b or b.shape != full or not isinstance(b.op, (UnaryOps, BinaryOps, TernaryOps)):
         continue  # only follow values inlined element for element
       stack.extend(b.srcs)
-    deps = _reach(kernel, realize, reach)
+    group = {kernel}
     for inner, ok in found.items():
-      if not ok or inner is kernel or inner in nested or inner in nested.values():
+      if not ok or inner in group or inner in nested or inner in nested.values() or not _joins(group, inner, realize, reach):
         continue
-      if any(inner in _reach(d, realize, reach) for d in deps if d is not inner):
-        continue  # the kernel also needs a buffer that needs the inner reduction: it can't compute it itself
+      if any(inner in _reach(m, realize, reach) for m in group if m is not kernel):
+        continue  # only the outer reduction reads it (two levels of nesting are not built)
       nested[inner] = kernel
+      if _acyclic(realize, nested, reach):
+        group.add(inner)
+      else:
+        del nested[inner]
   # siblings: another reduction over the same input shape and axes that neither kernel depends on shares the loops
   for kernel, outer in kernels:
     for other, r in kernels:
@@ -176,11 +180,51 @@ def _nest_reductions(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, La
         continue
       if r.arg != outer.arg or r.srcs[0].shape != outer.srcs[0].shape or not (other.shape == r.shape == outer.shape):
         continue
-      mine = {kernel, *(i for i, k in nested.items() if k is kernel)}
-      if other in _reach(kernel, realize, reach) or mine & _reach(other, realize, reach):
-        continue  # one needs the other's result: they can't run as one kernel
-      nested[other] = kernel
+      group = {kernel, *(i for i, k in nested.items() if k is kernel)}
+      if other not in _needs(group, realize, reach) and _joins(group, other, realize, reach):
+        nested[other] = kernel
+        if not _acyclic(realize, nested, reach):
+          del nested[other]
   return nested
+
+
+def _acyclic(realize: dict[LazyBuffer, None], nested: dict[LazyBuffer, LazyBuffer], reach: dict[LazyBuffer, set[LazyBuffer]]) -> bool:
+  """Whether the kernels still form a DAG with every nested reduction counted as part of its kernel: merges that
+  are each fine alone can together make two kernels need each other."""
+  edges: dict[LazyBuffer, set[LazyBuffer]] = {}
+  for b in realize:
+    k = nested.get(b, b)
+    edges.setdefault(k, set()).update(d for d in (nested.get(x, x) for x in _reach(b, realize, reach)) if d is not k)
+  state: dict[LazyBuffer, int] = {}  # 1: on the current path, 2: done
+  for start in edges:
+    if start in state:
+      continue
+    stack = [(start, iter(edges[start]))]
+    state[start] = 1
+    while stack:
+      node, it = stack[-1]
+      nxt = next(it, None)
+      if nxt is None:
+        state[node] = 2
+        stack.pop()
+      elif state.get(nxt) == 1:
+        return False
+      elif nxt not in state:
+        state[nxt] = 1
+        stack.append((nxt, iter(edges.get(nxt, ()))))
+  return True
+
+
+def _needs(group: set[LazyBuffer], realize: dict[LazyBuffer, None], reach: dict[LazyBuffer, set[LazyBuffer]]) -> set[LazyBuffer]:
+  return set().union(*(_reach(m, realize, reach) for m in group)) - group
+
+
+def _joins(group: set[LazyBuffer], c: LazyBuffer, realize: dict[LazyBuffer, None], reach: dict[LazyBuffer, set[LazyBuffer]]) -> bool:
+  """Whether `c` can be computed in the one kernel of `group`: it needs none of the group's results, and nothing
+  else the group needs needs it (the group may read `c` itself: a nested reduction is read where it is computed)."""
+  if group & _reach(c, realize, reach):
+    return False
+  return not any(c in _reach(d, realize, reach) for d in _needs(group, realize, reach) if d is not c)
 
 
 def _reach(b: LazyBuffer, realize: dict[LazyBuffer, None], memo: dict[LazyBuffer, set[LazyBuffer]]) -> set[LazyBuffer]:
@@ -279,8 +323,8 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
       builder = _KernelBuilder(b, realized, fused.get(b), inners.get(b, ()))
       items[b], reads[b] = builder.build(), set(builder.buf_index)
       del builder
-  if graphviz.enabled():
-    graphviz.add_schedule(reads)
+  if graphviz.enabled():  # a nested reduction is drawn as its own node, read by the kernel that computes it
+    graphviz.add_schedule({**reads, **{inner: set() for inner in nested}})
   # reading a nested reduction means waiting for the kernel that computes it
   reads = {b: {nested.get(r, r) for r in rs} for b, rs in reads.items()}
   schedule = _order(items, reads)
