@@ -19,6 +19,9 @@ from tg.nn import Linear
 from tg.nn.optim import Adam
 from tg.nn.state import get_parameters, safe_load, safe_save
 
+# the planner carves small buffers out of freed big ones only where the allocator can make views
+HAS_VIEWS = type(Device[Device.DEFAULT].allocator).view is not Allocator.view
+
 rng = np.random.default_rng(0)
 
 
@@ -157,7 +160,8 @@ def test_buffers_read_by_later_kernels_stay_until_their_last_read() -> None:
     return (e @ w) + c.max() + b
   with no_gc():
     sched, planned = plan(f(a))
-  assert check_plan(sched, planned) >= 1
+  # b, c, d, e overlap, so what gets shared here is a small buffer carved out of a freed big one: that takes views
+  assert check_plan(sched, planned) >= (1 if HAS_VIEWS else 0)
   with no_gc():
     out = f(a).realize()
   b_ = a_np @ w_np
@@ -296,7 +300,7 @@ def test_forward_and_backward_peak_memory_drops_and_values_do_not_change() -> No
   peak_on, grads_on = _mlp_grads(4)
   for a, b in zip(grads_off, grads_on, strict=True):
     np.testing.assert_array_equal(a, b)
-  assert peak_on < peak_off
+  assert peak_on < peak_off if HAS_VIEWS else peak_on <= peak_off  # without views only buffers of one size share
 
 
 # ---------- TinyJit ----------
