@@ -1,11 +1,13 @@
-"""ClangGraph: a TinyJit capture as one C function that calls every kernel, compiled once.
+"""ClangGraph: a TinyJit capture as C functions that call its kernels, compiled once.
 
 Replaying N kernels then costs one call from Python instead of N: the buffers live in one pointer
-table (inputs are swapped in before each call) and the symbolic sizes in one int table.
+table (inputs are swapped in before each call) and the symbolic sizes in one int table. A kernel big enough
+to be split across CPU threads runs on its own, through its threaded runner (inside one C function it would
+run on one thread, and the launch cost it would save is nothing next to its run time); each run of small
+kernels between them is one C function.
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from tg.device import Buffer
@@ -31,19 +33,27 @@ class ClangGraph:
     self.vars: list[Variable] = sorted({v for r in runners for v in r.p.vars}, key=lambda v: v.expr)
     # each distinct kernel source once, renamed so equal names of different kernels can't clash
     names: dict[str, str] = {}
-    defs, calls = [], []
-    for ei, r in zip(jit_cache, runners):
+    defs: list[str] = []
+    # the replay in order: ("batch", calls of small kernels) or ("kernel", index of a thread-split kernel)
+    self.steps: list[tuple[str, Any]] = []
+    for j, (ei, r) in enumerate(zip(jit_cache, runners)):
+      if outer_symbol(r.p.function_name) in r.p.src:
+        self.steps.append(("kernel", j))
+        continue
       if r.p.src not in names:
         names[r.p.src] = f"k{len(names)}"
-        defs.append(r.p.src.replace(f"void {r.p.function_name}(", f"static void {names[r.p.src]}(", 1)
-                    .replace(f"const int {outer_symbol(r.p.function_name)}", f"static const int {outer_symbol(names[r.p.src])}", 1))
+        defs.append(r.p.src.replace(f"void {r.p.function_name}(", f"static void {names[r.p.src]}(", 1))
       args = [f"bufs[{self.slots[id(b)]}]" for b in ei.bufs] + [f"vals[{self.vars.index(v)}]" for v in r.p.vars]
-      if (m := re.search(rf"const int {re.escape(outer_symbol(r.p.function_name))} = (\d+);", r.p.src)) is not None:
-        args += ["0", m.group(1)]  # a kernel split for threads runs whole here: the batch is one thread
-      calls.append(f"  {names[r.p.src]}({', '.join(args)});")
-    src = "\n\n".join(defs) + "\n\nvoid batch(void** bufs, const int* vals) {\n" + "\n".join(calls) + "\n}\n"
+      if not self.steps or self.steps[-1][0] != "batch":
+        self.steps.append(("batch", []))
+      self.steps[-1][1].append(f"  {names[r.p.src]}({', '.join(args)});")
+    batches = [calls for kind, calls in self.steps if kind == "batch"]
+    src = "\n\n".join(defs) + "".join(f"\n\nvoid batch{n}(void** bufs, const int* vals) {{\n" + "\n".join(calls) + "\n}"
+                                      for n, calls in enumerate(batches)) + "\n"
     self.prg = ClangProgram("batch", ClangCompiler().compile_cached(src))
-    self.ffi = self.prg.ffi  # the table must be cdata of the FFI that declares batch()
+    fns = iter([self.prg.batch_function(f"batch{n}") for n in range(len(batches))])
+    self.steps = [(kind, next(fns) if kind == "batch" else arg) for kind, arg in self.steps]
+    self.ffi = self.prg.ffi  # the tables must be cdata of the FFI that declares the batch functions
     self.table = self.ffi.new("void*[]", max(1, len(self.slots)))
     self.vals = self.ffi.new("int[]", max(1, len(self.vars)))
     self.keep: dict[int, Any] = {}
@@ -61,5 +71,10 @@ class ClangGraph:
       self._set(slot, self.jit_cache[j].bufs[k])
     for n, v in enumerate(self.vars):
       self.vals[n] = var_vals[v]
-    self.prg.call_raw(self.table, self.vals)
+    for kind, step in self.steps:
+      if kind == "batch":
+        step(self.table, self.vals)
+      else:
+        ei = self.jit_cache[step]
+        ei.prg(ei.bufs, var_vals)
     GlobalCounters.kernel_count += len(self.jit_cache)

@@ -51,9 +51,7 @@ class ClangProgram:
       run_split(functools.partial(self.fxn, *args, *vals), self.outer)  # cffi releases the GIL while C runs
     return time.perf_counter() - st if wait else None
 
-  def call_raw(self, table: Any, vals: Any) -> None:
-    """Call a batch function `void name(void** bufs, const int* vals)` (see graph.py)."""
-    if self.fxn is None:
-      self.ffi.cdef(f"void {self.name}(void** bufs, const int* vals);")
-      self.fxn = getattr(self.lib, self.name)
-    self.fxn(table, vals)
+  def batch_function(self, name: str) -> Any:
+    """The library's batch function `void name(void** bufs, const int* vals)` (see graph.py)."""
+    self.ffi.cdef(f"void {name}(void** bufs, const int* vals);")
+    return getattr(self.lib, name)
