@@ -135,17 +135,22 @@ def test_bfloat16_is_emulated() -> None:
   np.testing.assert_array_equal((b + 1).cast(dtypes.float32).numpy(), [2.5, -1.25, 4.0])
 
 
-def test_jit_replays_through_one_llvm_call() -> None:
+def test_jit_replays_split_kernels_threaded_and_small_ones_in_one_llvm_call() -> None:
   rng = np.random.default_rng(1)
   w = Tensor(rng.standard_normal((256, 96)).astype(np.float32), device="LLVM").realize()
 
   @TinyJit
-  def f(x: Tensor) -> Tensor:
-    return ((x @ w).relu() + 1).realize()
+  def f(x: Tensor) -> Tensor:  # a matmul split across threads, then a small kernel
+    return ((x @ w).relu().sum(0) * 2).realize()
+  @TinyJit
+  def g(x: Tensor) -> Tensor:  # split kernels only, one after another
+    return ((x @ w).relu() @ w.T + 1).realize()
   for _ in range(4):
     x = rng.standard_normal((128, 256)).astype(np.float32)
-    np.testing.assert_allclose(f(Tensor(x, device="LLVM")).numpy(), np.maximum(x @ w.numpy(), 0) + 1, rtol=1e-4, atol=1e-4)
-  assert isinstance(f.graph, LLVMGraph)
+    np.testing.assert_allclose(f(Tensor(x, device="LLVM")).numpy(), np.maximum(x @ w.numpy(), 0).sum(0) * 2, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(g(Tensor(x, device="LLVM")).numpy(), np.maximum(x @ w.numpy(), 0) @ w.numpy().T + 1, rtol=1e-4, atol=1e-3)
+  assert isinstance(f.graph, LLVMGraph) and {kind for kind, _ in f.graph.steps} == {"batch", "kernel"}
+  assert isinstance(g.graph, LLVMGraph) and [kind for kind, _ in g.graph.steps] == ["kernel", "kernel"]
 
 
 def test_jit_graph_with_symbolic_sizes() -> None:
