@@ -262,9 +262,9 @@ class Lowerer:
     A reduction inside another's input (softmax's max inside its sum of exps, a mean inside a variance) runs first,
     over loops of its own: the reduce axes' indices point at those loops while its input is lowered."""
     alu = REDUCE_ALU[op.op]
-    ranges = self.reduce_ranges
-    saved = dict(self.ctx)
+    ranges, saved = self.reduce_ranges, self.ctx
     if op in self.nested:
+      self.ctx = dict(saved)
       n = list(self.nested).index(op) + 1
       ranges = [UOp(UOps.RANGE, r.dtype, r.src, (r.arg[0] + 100 * n, True)) for r in self.reduce_ranges]
       self.ctx.update({v: rng for v, rng in zip(self.reduce_vars, ranges)})
