@@ -6,10 +6,10 @@ output loop runs over [tg_start, tg_end), two extra arguments, and the kernel ex
 full length, for the runtime to divide."""
 from __future__ import annotations
 
-from tg.codegen.uops import UOp
+from tg.codegen.uops import UOp, UOps
 from tg.dtype import DType, PtrDType, dtypes
 from tg.ops import UnaryOps
-from tg.renderer.cpu import END, START, loop_to_split, outer_symbol
+from tg.renderer.cpu import END, START, loop_to_split, native_vector_bytes, outer_symbol
 from tg.renderer.cstyle import CStyleLanguage
 
 
@@ -21,9 +21,22 @@ class ClangRenderer(CStyleLanguage):
               dtypes.int64: "long long", dtypes.uint64: "unsigned long long"}
   infinity = "__builtin_inff()"
   nan = "__builtin_nanf(\"\")"
+  # clang's ext_vector_type vectors, as wide as the CPU's registers; __fp16 is a storage type with no vector math
+  vector_bytes = native_vector_bytes()
+  vector_dtypes = frozenset({dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
+                             dtypes.uint64, dtypes.float32, dtypes.float64})
+
+  def keeps_vector(self, u: UOp) -> bool:
+    # clang's math builtins take scalars (and bools have no vectors: C vectors compare to int masks)
+    return not (u.op is UOps.ALU and u.arg in (UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN, UnaryOps.SQRT))
 
   def render(self, name: str, uops: list[UOp]) -> str:
     self._split: UOp | None = loop_to_split(uops)
+    # every vector type the kernel uses, declared unaligned (aligned(elem)): vector loads may start at any element
+    vecs = sorted({u.dtype for u in uops if u.dtype is not None and u.dtype.count > 1 and not isinstance(u.dtype, PtrDType)},
+                  key=lambda dt: (dt.priority, dt.count))
+    self._typedefs = "".join(f"typedef {self.render_dtype(dt.scalar())} {self.render_dtype(dt)} "
+                             f"__attribute__((ext_vector_type({dt.count}), aligned({dt.scalar().itemsize})));\n" for dt in vecs)
     return super().render(name, uops)
 
   def render_loop(self, u: UOp, i: str, start: str, end: str) -> str:
@@ -33,8 +46,9 @@ class ClangRenderer(CStyleLanguage):
 
   def render_kernel(self, name: str, kernel: list[str], bufs: list[tuple[str, PtrDType]], variables: list[str]) -> str:
     if self._split is None:
-      return super().render_kernel(name, kernel, bufs, variables)
-    return f"const int {outer_symbol(name)} = {self._split.src[1].arg};\n" + super().render_kernel(name, kernel, bufs, variables + [START, END])
+      return self._typedefs + super().render_kernel(name, kernel, bufs, variables)
+    return self._typedefs + f"const int {outer_symbol(name)} = {self._split.src[1].arg};\n" + \
+      super().render_kernel(name, kernel, bufs, variables + [START, END])
 
   def render_bitcast(self, x: str, from_dt: DType, to_dt: DType) -> str:
     return f"__builtin_bit_cast({self.render_dtype(to_dt)}, ({self.render_dtype(from_dt)})({x}))"

@@ -31,7 +31,12 @@ class CUDARenderer(CStyleLanguage):
   local_max_threads = 1024
   shared_max = 48 * 1024
   tensor_cores = ()         # mma (sm_80+) is a later step
-  supports_float4 = False   # core has no vector UOps yet
+  # float2/float4 loads and stores (one 8- or 16-byte memory transaction per thread); CUDA C has no vector arithmetic,
+  # so core does the math lane by lane. The index must be a multiple of the width: every compute buffer starts at
+  # its allocation (cuMemAlloc aligns to 256 bytes; only storage devices hand out views at an offset)
+  vector_bytes = 16
+  vector_dtypes = frozenset({dtypes.float32})
+  vector_align = True
   smem_prefix = "__shared__ "
   barrier = "__syncthreads();"
   # bit tricks instead of math.h's INFINITY/NAN: NVRTC sees no system headers, and the CPU mock has the same intrinsics
@@ -58,6 +63,15 @@ class CUDARenderer(CStyleLanguage):
     dts = {u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype for u in uops}
     self._includes = [f'#include "{h}"\n' for dt, h in ((dtypes.float16, "tg_fp16.h"), (dtypes.bfloat16, "tg_bf16.h")) if dt in dts]
     return super().render(name, uops)
+
+  def keeps_vector(self, u: UOp) -> bool:
+    return False
+
+  def render_vectorize(self, lanes: list[str], dt: DType) -> str:
+    return f"make_{self.render_dtype(dt)}({','.join(lanes)})"
+
+  def render_gep(self, x: str, i: int, dt: DType) -> str:
+    return f"{x}.{'xyzw'[i]}"
 
   def render_special(self, u: UOp) -> str:
     kind, dim, _ = u.arg

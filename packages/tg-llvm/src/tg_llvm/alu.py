@@ -13,7 +13,7 @@ from collections.abc import Callable
 from tg.dtype import DType, dtypes
 from tg.ops import BinaryOps, Op, TernaryOps, UnaryOps
 from tg_llvm.builder import IRBuilder
-from tg_llvm.irtypes import ll_const, ll_type
+from tg_llvm.irtypes import intrinsic_suffix, ll_const, ll_type
 
 Arg = tuple[str, DType]  # a value's name (or constant) and its dtype
 
@@ -58,22 +58,22 @@ def _divmod(b: IRBuilder, op: Op, dt: DType, x: str, y: str, nonneg: bool) -> st
 
 
 def _max(b: IRBuilder, dt: DType, x: str, y: str) -> str:
-  t = ll_type(dt)
+  t, bt = ll_type(dt), ll_type(dtypes.bool.vec(dt.count))  # a vector compares to a vector of i1
   if dt == dtypes.bool:
     return b.value(f"or i1 {x}, {y}")
   if dtypes.is_float(dt):
     # exec_alu's max: a nan in either operand wins, and of two equal values x is kept (max(0.0, -0.0) is 0.0)
     gt = b.value(f"fcmp ogt {t} {y}, {x}")
-    c = b.value(f"or i1 {gt}, {b.value(f'fcmp uno {t} {y}, {y}')}")
+    c = b.value(f"or {bt} {gt}, {b.value(f'fcmp uno {t} {y}, {y}')}")
   else:
     c = b.value(f"icmp {'sgt' if _signed(dt) else 'ugt'} {t} {y}, {x}")
-  return b.value(f"select i1 {c}, {t} {y}, {t} {x}")
+  return b.value(f"select {bt} {c}, {t} {y}, {t} {x}")
 
 
 def _shift(b: IRBuilder, op: Op, dt: DType, x: str, y: Arg) -> str:
   t = ll_type(dt)
   amount, adt = y
-  if adt.itemsize != dt.itemsize:  # LLVM shifts need both operands of one type; C converts the amount
+  if adt.scalar().itemsize != dt.scalar().itemsize:  # LLVM shifts need both operands of one type; C converts the amount
     amount = ll_const(int(amount), dt) if _is_literal(amount) else b.value(_int_resize(adt, dt, amount))
   if op is BinaryOps.SHL:
     return b.value(f"shl {t} {x}, {amount}")
@@ -81,7 +81,7 @@ def _shift(b: IRBuilder, op: Op, dt: DType, x: str, y: Arg) -> str:
 
 
 def _int_resize(src: DType, dst: DType, x: str) -> str:
-  kind = "trunc" if dst.itemsize < src.itemsize else ("sext" if _signed(src) else "zext")
+  kind = "trunc" if dst.scalar().itemsize < src.scalar().itemsize else ("sext" if _signed(src) else "zext")
   return f"{kind} {ll_type(src)} {x} to {ll_type(dst)}"
 
 
@@ -129,12 +129,12 @@ def _neg(b: IRBuilder, dt: DType, x: str) -> str:
   t = ll_type(dt)
   if dt == dtypes.bool:
     return b.value(f"xor i1 {x}, true")  # NEG of a bool is NOT
-  return b.value(f"fneg {t} {x}" if dtypes.is_float(dt) else f"sub {t} 0, {x}")
+  return b.value(f"fneg {t} {x}" if dtypes.is_float(dt) else f"sub {t} {ll_const(0, dt)}, {x}")
 
 
 def _sqrt(b: IRBuilder, dt: DType, x: str) -> str:
   t = ll_type(dt)
-  return b.call(t, f"llvm.sqrt.f{dt.itemsize * 8}", [(t, x)])  # one instruction (sqrtss/sqrtsd), no libm
+  return b.call(t, f"llvm.sqrt.{intrinsic_suffix(dt)}", [(t, x)])  # one instruction (sqrtss/sqrtsd), no libm
 
 
 def _recip(b: IRBuilder, dt: DType, x: str) -> str:
@@ -162,6 +162,14 @@ def _float_to_int(b: IRBuilder, x: str, src: DType, dst: DType) -> str:
   return v if wide == ll_type(dst) else b.value(f"trunc {wide} {v} to {ll_type(dst)}")
 
 
+# the vector casts rendered as one instruction (LLVMRenderer.keeps_vector); core splits the others into lanes
+def vector_cast_ok(src: DType, dst: DType) -> bool:
+  src, dst = src.scalar(), dst.scalar()
+  if dtypes.bool in (src, dst) or (dtypes.is_float(src) and dtypes.is_int(dst)):
+    return False  # bools are i1 in registers, i8 in memory; float -> int saturates through scalar intrinsics
+  return not (src == dtypes.float64 and dst == dtypes.float16)
+
+
 def cast(b: IRBuilder, x: str, src: DType, dst: DType) -> str:
   """Convert `x` from `src` to `dst` as C does (bool casts are != 0, float to int truncates toward zero)."""
   st, dt = ll_type(src), ll_type(dst)
@@ -174,14 +182,14 @@ def cast(b: IRBuilder, x: str, src: DType, dst: DType) -> str:
   if src == dtypes.bool:
     return b.value(f"uitofp i1 {x} to {dt}" if dtypes.is_float(dst) else f"zext i1 {x} to {dt}")
   if dtypes.is_int(src) and dtypes.is_int(dst):
-    return x if src.itemsize == dst.itemsize else b.value(_int_resize(src, dst, x))
+    return x if src.scalar().itemsize == dst.scalar().itemsize else b.value(_int_resize(src, dst, x))
   if dtypes.is_int(src):
     return b.value(f"{'sitofp' if _signed(src) else 'uitofp'} {st} {x} to {dt}")
   if dtypes.is_int(dst):
     return _float_to_int(b, x, src, dst)
   if src == dtypes.float64 and dst == dtypes.float16:
     return _double_to_half(b, x)
-  return b.value(f"{'fpext' if dst.itemsize > src.itemsize else 'fptrunc'} {st} {x} to {dt}")
+  return b.value(f"{'fpext' if dst.scalar().itemsize > src.scalar().itemsize else 'fptrunc'} {st} {x} to {dt}")
 
 
 def _double_to_half(b: IRBuilder, x: str) -> str:

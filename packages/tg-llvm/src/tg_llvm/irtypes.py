@@ -10,8 +10,9 @@ _FLOATS = {dtypes.float16: "half", dtypes.float32: "float", dtypes.float64: "dou
 
 
 def ll_type(dt: DType) -> str:
-  """The type a value of `dt` has in registers (a bool is an i1)."""
-  assert dt.count == 1, f"LLVM renders scalars only, got {dt}"
+  """The type a value of `dt` has in registers (a bool is an i1, a vector <n x T>)."""
+  if dt.count > 1:
+    return f"<{dt.count} x {ll_type(dt.scalar())}>"
   if dt == dtypes.bool:
     return "i1"
   if dtypes.is_int(dt):
@@ -28,7 +29,10 @@ def mem_type(dt: DType) -> str:
 
 def ll_const(x: object, dt: DType) -> str:
   """`x` as an LLVM constant of `dt`. Floats are written as hex bits, the only exact spelling for every value
-  (nan, inf, denormals); half takes its own 16-bit form, float is given as the double of the same value."""
+  (nan, inf, denormals); half takes its own 16-bit form, float is given as the double of the same value.
+  Of a vector dtype: the constant in every lane."""
+  if dt.count > 1:
+    return "<" + ", ".join([f"{ll_type(dt.scalar())} {ll_const(x, dt.scalar())}"] * dt.count) + ">"
   if dt == dtypes.bool:
     return "true" if x else "false"
   if dtypes.is_int(dt):
@@ -41,3 +45,9 @@ def ll_const(x: object, dt: DType) -> str:
   if dt == dtypes.float16:
     return f"0xH{struct.unpack('<H', struct.pack('<e', v))[0]:04X}"
   return f"0x{struct.unpack('<Q', struct.pack('<d', v))[0]:016X}"
+
+
+def intrinsic_suffix(dt: DType) -> str:
+  """How an overloaded intrinsic's name spells a float type: f32, or v16f32 for a vector."""
+  scalar = f"f{dt.scalar().itemsize * 8}"
+  return scalar if dt.count == 1 else f"v{dt.count}{scalar}"

@@ -17,8 +17,8 @@ from tg.codegen.uops import UOp, UOps
 from tg.dtype import DType, PtrDType, dtypes
 from tg.ops import BinaryOps, UnaryOps
 from tg.renderer import Renderer
-from tg.renderer.cpu import END, START, loop_to_split, outer_symbol
-from tg_llvm.alu import alu, bitcast, cast
+from tg.renderer.cpu import END, START, loop_to_split, native_vector_bytes, outer_symbol
+from tg_llvm.alu import alu, bitcast, cast, vector_cast_ok
 from tg_llvm.builder import IRBuilder
 from tg_llvm.irtypes import ll_const, ll_type, mem_type
 
@@ -35,6 +35,17 @@ class LLVMRenderer(Renderer):
   global_ids = False
   unsupported_dtypes = frozenset({dtypes.bfloat16})
   transcendental_fallback = frozenset({UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN})
+  vector_bytes = native_vector_bytes()  # <n x T> as wide as the CPU's registers
+
+  def keeps_vector(self, u: UOp) -> bool:
+    # lane-wise instructions keep their vectors; division (its zero guards) and float -> int (saturating intrinsics)
+    # go lane by lane, as do bools (core never makes bool vectors here: their memory and register types differ)
+    if u.op is UOps.ALU:
+      return u.arg not in (BinaryOps.IDIV, BinaryOps.MOD)
+    if u.op is UOps.CAST:
+      assert u.dtype is not None and u.src[0].dtype is not None
+      return vector_cast_ok(u.src[0].dtype, u.dtype)
+    return True
 
   def render(self, name: str, uops: list[UOp]) -> str:
     return _KernelWriter(name, uops).render()
@@ -70,8 +81,10 @@ class _KernelWriter:
     if (got := self.bounds.get(u)) is not None:
       return got
     assert u.dtype is not None
-    lo, hi = dtypes.min(u.dtype), dtypes.max(u.dtype)
-    if u.op is UOps.CONST:
+    lo, hi = dtypes.min(u.dtype.scalar()), dtypes.max(u.dtype.scalar())
+    if u.dtype.count > 1:  # only index math (scalars) needs bounds
+      pass
+    elif u.op is UOps.CONST:
       lo = hi = u.arg
     elif u.op is UOps.RANGE:
       lo, hi = self.bound(u.src[0])[0], self.bound(u.src[1])[1] - 1
@@ -95,18 +108,18 @@ class _KernelWriter:
     return self.b.value(f"getelementptr inbounds {mem_type(buf.dtype.base)}, ptr {self.r[buf]}, {ll_type(idx.dtype)} {self.val(idx)}")
 
   # ---------- memory ----------
-  def load(self, buf: UOp, idx: UOp) -> str:
+  def load(self, buf: UOp, idx: UOp, dt: DType) -> str:
+    """Load a `dt` at element idx (a vector: consecutive elements; aligned to the element only)."""
     assert isinstance(buf.dtype, PtrDType)
-    dt = buf.dtype.base
-    x = self.b.value(f"load {mem_type(dt)}, ptr {self.ptr(buf, idx)}, align {dt.itemsize}")
+    x = self.b.value(f"load {mem_type(dt)}, ptr {self.ptr(buf, idx)}, align {dt.scalar().itemsize}")
     return self.b.value(f"icmp ne i8 {x}, 0") if dt == dtypes.bool else x
 
   def store(self, buf: UOp, idx: UOp, x: UOp) -> None:
-    assert isinstance(buf.dtype, PtrDType)
-    dt, v = buf.dtype.base, self.val(x)
+    assert isinstance(buf.dtype, PtrDType) and x.dtype is not None
+    dt, v = x.dtype, self.val(x)
     if dt == dtypes.bool:
       v = self.b.value(f"zext i1 {v} to i8")
-    self.b.emit(f"store {mem_type(dt)} {v}, ptr {self.ptr(buf, idx)}, align {dt.itemsize}")
+    self.b.emit(f"store {mem_type(dt)} {v}, ptr {self.ptr(buf, idx)}, align {dt.scalar().itemsize}")
 
   def gated_load(self, u: UOp) -> str:
     """Read only where valid (a masked index may point outside the buffer); elsewhere the alternative value."""
@@ -115,7 +128,7 @@ class _KernelWriter:
     before, then, end = self.b.block, self.b.label("load"), self.b.label("loaded")
     self.b.emit(f"br i1 {valid}, label %{then}, label %{end}")
     self.b.start_block(then)
-    x = self.load(u.src[0], u.src[1])
+    x = self.load(u.src[0], u.src[1], u.dtype)
     self.b.emit(f"br label %{end}")
     self.b.start_block(end)
     return self.b.value(f"phi {ll_type(u.dtype)} [ {x}, %{then} ], [ {alt}, %{before} ]")
@@ -171,7 +184,8 @@ class _KernelWriter:
       if len(u.src) == 4:
         self.r[u] = self.gated_load(u)
       elif len(u.src) == 2:
-        self.r[u] = self.load(u.src[0], u.src[1])
+        assert dt is not None
+        self.r[u] = self.load(u.src[0], u.src[1], dt)
       else:
         raise NotImplementedError("LLVM has no local memory: a LOAD after a BARRIER can't be rendered")
     elif u.op is UOps.STORE:
@@ -193,13 +207,22 @@ class _KernelWriter:
       assert dt is not None
       x, src_dt = self.arg(u.src[0])
       self.r[u] = (cast if u.op is UOps.CAST else bitcast)(b, x, src_dt, dt)
+    elif u.op is UOps.VECTORIZE:
+      assert dt is not None
+      vec, st = "poison", ll_type(dt.scalar())
+      for i, s in enumerate(u.src):
+        vec = b.value(f"insertelement {ll_type(dt)} {vec}, {st} {self.val(s)}, i32 {i}")
+      self.r[u] = vec
+    elif u.op is UOps.GEP:
+      assert u.src[0].dtype is not None
+      self.r[u] = b.value(f"extractelement {ll_type(u.src[0].dtype)} {self.val(u.src[0])}, i32 {u.arg}")
     else:
       raise NotImplementedError(f"LLVM can't render {u.op} (it has no thread ids or local memory: global_ids and has_local are off)")
 
   def range_facts(self, u: UOp) -> tuple[bool, bool]:
     """(the exact result fits its dtype, every operand is >= 0), from index bounds: true only for index math."""
     assert u.dtype is not None
-    if not dtypes.is_int(u.dtype) or u.arg not in (BinaryOps.ADD, BinaryOps.MUL, BinaryOps.IDIV, BinaryOps.MOD):
+    if u.dtype.count > 1 or not dtypes.is_int(u.dtype) or u.arg not in (BinaryOps.ADD, BinaryOps.MUL, BinaryOps.IDIV, BinaryOps.MOD):
       return False, False
     lo, hi = self.bound(u)
     fits = dtypes.min(u.dtype) <= lo and hi <= dtypes.max(u.dtype)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum, auto
 
+from tg.codegen.devectorize import devectorize
 from tg.codegen.linearize import linearize
 from tg.codegen.loop_collapse import collapse_loops
 from tg.codegen.lowerer import GLOBAL, GROUP, LOCAL, REDUCE, UNROLL, UPCAST, Lowerer, default_axis_kinds, full_shape, kernel_stores, nested_reduces
@@ -293,10 +294,32 @@ class Kernel:
       return False
 
   # ---------- to source ----------
+  def vector_axis(self) -> int | None:
+    """The UPCAST axis to lower as vectors (see Lowerer): of a power-of-two size the renderer has vectors for, the
+    one along which the most loads and stores are contiguous (a store counts twice: it is what a scatter costs most).
+    None without one, for group reductions (their partials are scalars) and with VECTORIZE=0."""
+    if not self.renderer.vector_bytes or GROUP in self.kinds or not getenv("VECTORIZE", 1):
+      return None
+    best, best_score = None, 0
+    for i, (size, kind) in enumerate(zip(self.full_shape, self.kinds)):
+      if kind != UPCAST or not isinstance(size, int) or size < 2 or size & (size - 1):
+        continue
+      score = sum((2 if op.op is BufferOps.STORE else 1) for op in self.ast.lazyops()
+                  if op.op in (BufferOps.LOAD, BufferOps.STORE) and size <= self.renderer.vector_width(op.arg.dtype)
+                  and op.arg.st.real_strides()[i] == 1)
+      if score > best_score:
+        best, best_score = i, score
+    return best
+
   def linearize(self) -> list[UOp]:
-    self.lowerer = Lowerer(self.ast, self.renderer, self.kinds)
+    self.lowerer = Lowerer(self.ast, self.renderer, self.kinds, self.vector_axis())
     sink = self.lowerer.lower()
     sink = collapse_loops(sink)  # arange-like sums of a masked constant become a count: no loop
+    # vector operations the renderer can't write as such, and transcendentals it has no instruction for (their
+    # fallbacks are scalar code), become one scalar operation per lane
+    fallback, r = self.renderer.transcendental_fallback, self.renderer
+    sink = devectorize(sink, lambda u: r.keeps_vector(u) and not (u.op is UOps.ALU and u.arg in fallback) and
+                       all(r.vector_width(x.dtype.scalar()) >= x.dtype.count for x in (u, *u.src) if x.dtype is not None))
     # transcendental fallback: ops the renderer can't compute become basic ALU ops (kernels without them are untouched)
     sink = rewrite_transcendentals(sink, self.renderer.transcendental_fallback)
     if DEBUG >= 6:  # the UOp graph before linearizing: each node once, sources by number

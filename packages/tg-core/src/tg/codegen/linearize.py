@@ -16,7 +16,7 @@ from tg.ops import BinaryOps
 
 def _identity(op: BinaryOps, u: UOp) -> UOp:
   assert u.dtype is not None
-  return UOp.const(u.dtype, {BinaryOps.ADD: 0, BinaryOps.MUL: 1}.get(op, dtypes.min(u.dtype)))
+  return UOp.const(u.dtype, {BinaryOps.ADD: 0, BinaryOps.MUL: 1}.get(op, dtypes.min(u.dtype.scalar())))
 
 
 def linearize(sink: UOp) -> list[UOp]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tg.codegen.uops import UOp, UOps
-from tg.dtype import DType, dtypes
+from tg.dtype import DType, PtrDType, dtypes
 from tg.helpers import prod
 from tg.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, MetaOps, Op, ReduceOps, TernaryOps, UnaryOps
 from tg.renderer import Renderer
@@ -75,12 +75,12 @@ def kernel_stores(ast: LazyOp) -> tuple[LazyOp, ...]:
 
 
 def _bf16_to_float(bits16: UOp) -> UOp:
-  return UOp(UOps.BITCAST, dtypes.float32, (bits16.cast(dtypes.uint32).alu(BinaryOps.SHL, UOp.const(dtypes.uint32, 16)),))
+  return UOp(UOps.BITCAST, dtypes.float32.vec(bits16.count), (bits16.cast(dtypes.uint32).alu(BinaryOps.SHL, UOp.const(dtypes.uint32, 16)),))
 
 
 def _float_to_bf16_bits(x: UOp) -> UOp:
   """Round a float32 to the nearest bfloat16 (ties to even) and return its 16 bits as uint32."""
-  bits = UOp(UOps.BITCAST, dtypes.uint32, (x,))
+  bits = UOp(UOps.BITCAST, dtypes.uint32.vec(x.count), (x,))
   lsb = bits.alu(BinaryOps.SHR, UOp.const(dtypes.uint32, 16)).alu(BinaryOps.AND, UOp.const(dtypes.uint32, 1))
   return (bits + 0x7FFF + lsb).alu(BinaryOps.SHR, UOp.const(dtypes.uint32, 16))
 
@@ -163,10 +163,17 @@ def default_axis_kinds(ast: LazyOp) -> tuple[str, ...]:
 class Lowerer:
   """Lowers one kernel AST. `axis_kinds` says, per axis of the full shape, how it is iterated: a global index
   (loop or thread id), a reduce loop, or unrolled in place (UPCAST for output axes: one value per element, kept
-  in registers; UNROLL for reduce axes: several elements summed per loop iteration)."""
+  in registers; UNROLL for reduce axes: several elements summed per loop iteration).
 
-  def __init__(self, ast: LazyOp, renderer: Renderer, axis_kinds: tuple[str, ...] | None = None) -> None:
+  `vector_axis`, an UPCAST axis, is lowered as one vector value instead of one scalar per element: its index is
+  the Variable `lane`, and every value that depends on it has a vector dtype of the axis' size. A load or store
+  whose index moves by one per lane (and whose validity doesn't depend on the lane) becomes one vector LOAD/STORE
+  where the renderer has the vector type; the others gather or scatter lane by lane. Values that don't depend on
+  the lane stay scalars, computed once, and are broadcast where they meet a vector."""
+
+  def __init__(self, ast: LazyOp, renderer: Renderer, axis_kinds: tuple[str, ...] | None = None, vector_axis: int | None = None) -> None:
     self.ast, self.renderer = ast, renderer
+    self.vector_axis = vector_axis
     self.emulate_bf16 = dtypes.bfloat16 in renderer.unsupported_dtypes
     self.reduceop = next((op for op in ast.lazyops() if isinstance(op.op, ReduceOps)), None)
     self.nested = nested_reduces(ast)
@@ -174,6 +181,13 @@ class Lowerer:
     self.kinds = axis_kinds if axis_kinds is not None else default_axis_kinds(ast)
     assert len(self.kinds) == len(self.full_shape), f"axis kinds {self.kinds} for shape {self.full_shape}"
     self.buffers: dict[int, UOp] = {}
+    self.lanes = 1
+    if vector_axis is not None:
+      size = self.full_shape[vector_axis]
+      assert self.kinds[vector_axis] == UPCAST and isinstance(size, int) and size > 1, f"can't vectorize axis {vector_axis}"
+      assert GROUP not in self.kinds, "group reductions keep scalar partials"
+      self.lanes = size
+    self.lane = Variable("__lane", 0, self.lanes - 1)
 
   def vdt(self, dt: DType) -> DType:
     """The dtype a value of `dt` is computed in."""
@@ -189,7 +203,7 @@ class Lowerer:
 
   def _combos(self, kind: str) -> list[dict[int, Node]]:
     """Every assignment of constant indices to the axes of `kind` (the unrolled copies)."""
-    axes = [i for i, k in enumerate(self.kinds) if k == kind]
+    axes = [i for i, k in enumerate(self.kinds) if k == kind and i != self.vector_axis]
     out: list[dict[int, Node]] = [{}]
     for i in axes:
       size = self.full_shape[i]
@@ -213,6 +227,8 @@ class Lowerer:
     for i, size in enumerate(self.full_shape):
       if size == 1:  # a size-1 axis needs no index
         self.idx[i] = NumNode(0)
+    if self.vector_axis is not None:
+      self.idx[self.vector_axis] = self.lane
     if self.renderer.global_ids:
       # output axes are hardware indices: workgroups (gidx) and threads inside one (lidx: LOCAL, then GROUP axes)
       for name, ax, max_dims, sizes_out in (("gidx", axes[GLOBAL], self.renderer.global_max, self.global_size),
@@ -243,18 +259,47 @@ class Lowerer:
       for upcast in self._combos(UPCAST):
         out_idxs = [upcast.get(i, self.idx.get(i, NumNode(0))) if k not in (REDUCE, UNROLL, GROUP) else NumNode(0) for i, k in enumerate(self.kinds)]
         val = self._lower(store.src[0], out_idxs)
-        nidx, nvalid = st.expr_idxs(out_idxs)
-        idx = node_to_uop(nidx, self.ctx)
         if self.emulate_bf16 and store.arg.dtype == dtypes.bfloat16:
           val = _float_to_bf16_bits(val).cast(dtypes.uint16)
-        valid = node_to_uop(nvalid, self.ctx).cast(dtypes.bool)
-        if any(k == GROUP for k in self.kinds):  # every thread of a group holds the result: the first one stores it
-          valid = valid.logical_and(node_to_uop(self._group_lin(), self.ctx).lt(1))
-        if valid.op is UOps.CONST and not valid.arg:
-          continue  # an unrolled copy that lands wholly in padding (PADTO) stores nothing
-        srcs = (self.buffer(store.arg), idx, val) + (() if valid.op is UOps.CONST else (valid,))
-        stores.append(UOp(UOps.STORE, None, srcs))
+        stores.extend(self._store(store.arg, st, out_idxs, val))
     return UOp(UOps.SINK, None, tuple(stores))
+
+  def _element(self, mb: MemBuffer) -> DType:
+    """The dtype a buffer holds in the kernel (bfloat16 emulated as its 16 bits)."""
+    dt = self.buffer(mb).dtype
+    assert isinstance(dt, PtrDType)
+    return dt.base
+
+  def _lane_exprs(self, st: ShapeTracker, idxs: list[Node]) -> tuple[Node, Node, list[tuple[Node, Node]] | None]:
+    """A buffer's index and validity at `idxs`; when they depend on the lane, also each lane's (index, validity)."""
+    nidx, nvalid = st.expr_idxs(idxs)
+    if self.lanes == 1 or self.lane not in nidx.vars() | nvalid.vars():
+      return nidx, nvalid, None
+    return nidx, nvalid, [(nidx.substitute({self.lane: NumNode(k)}), nvalid.substitute({self.lane: NumNode(k)})) for k in range(self.lanes)]
+
+  def _vector_access(self, lanes: list[tuple[Node, Node]], dt: DType) -> bool:
+    """One vector LOAD/STORE can do these lanes: consecutive indices, one validity, a vector type, alignment if needed."""
+    base, valid = lanes[0]
+    if any(v != valid or (i - base) != k for k, (i, v) in enumerate(lanes)) or self.renderer.vector_width(dt) < self.lanes:
+      return False
+    return not self.renderer.vector_align or (base % self.lanes) == 0
+
+  def _store(self, mb: MemBuffer, st: ShapeTracker, idxs: list[Node], val: UOp) -> list[UOp]:
+    nidx, nvalid, lanes = self._lane_exprs(st, idxs)
+    buf = self.buffer(mb)
+    if lanes is not None and not self._vector_access(lanes, self._element(mb)):  # scatter, one lane at a time
+      return [s for k, (i, v) in enumerate(lanes) for s in self._store_at(buf, i, v, val.gep(k))]
+    if lanes is not None:  # one vector store from lane 0's index on
+      return self._store_at(buf, *lanes[0], val.broadcast(self.lanes))
+    return self._store_at(buf, nidx, nvalid, val)
+
+  def _store_at(self, buf: UOp, nidx: Node, nvalid: Node, val: UOp) -> list[UOp]:
+    valid = node_to_uop(nvalid, self.ctx).cast(dtypes.bool)
+    if any(k == GROUP for k in self.kinds):  # every thread of a group holds the result: the first one stores it
+      valid = valid.logical_and(node_to_uop(self._group_lin(), self.ctx).lt(1))
+    if valid.op is UOps.CONST and not valid.arg:
+      return []  # an unrolled copy that lands wholly in padding (PADTO) stores nothing
+    return [UOp(UOps.STORE, None, (buf, node_to_uop(nidx, self.ctx), val) + (() if valid.op is UOps.CONST else (valid,)))]
 
   def _reduce(self, op: LazyOp, idxs: list[Node]) -> UOp:
     """This thread's reduction: over the reduce loops, with the unrolled elements combined in each iteration.
@@ -321,22 +366,29 @@ class Lowerer:
     ld = UOp(UOps.LOAD, dt, (local, base + r, barrier))
     return UOp(UOps.REDUCE, dt, (ld, r), alu)
 
+  def _load(self, op: LazyOp, nidx: Node, nvalid: Node, lanes: int = 1) -> UOp:
+    """A LOAD (or CONST) at one index and validity; `lanes` > 1 loads that many consecutive elements as a vector."""
+    idx, valid = node_to_uop(nidx, self.ctx), node_to_uop(nvalid, self.ctx).cast(dtypes.bool)
+    dt = self.vdt(op.arg.dtype)
+    if op.op is BufferOps.CONST:
+      c = UOp.const(dt, op.arg.val)
+      return c if valid.op is UOps.CONST and valid.arg else valid.alu(TernaryOps.WHERE, c, UOp.const(dt, 0))
+    buf = self.buffer(op.arg)
+    ldt = (dtypes.uint16 if self.emulate_bf16 and op.arg.dtype == dtypes.bfloat16 else op.arg.dtype).vec(lanes)
+    if valid.op is UOps.CONST:
+      ld = UOp(UOps.LOAD, ldt, (buf, idx)) if valid.arg else UOp.const(ldt, 0)
+    else:
+      ld = UOp(UOps.LOAD, ldt, (buf, idx, valid, UOp.const(ldt, 0)))
+    return _bf16_to_float(ld) if ldt.scalar() != op.arg.dtype else ld
+
   def _lower(self, op: LazyOp, idxs: list[Node]) -> UOp:
     if op.op is BufferOps.LOAD or op.op is BufferOps.CONST:
-      st: ShapeTracker = op.arg.st
-      nidx, nvalid = st.expr_idxs(idxs)
-      idx, valid = node_to_uop(nidx, self.ctx), node_to_uop(nvalid, self.ctx).cast(dtypes.bool)
-      dt = self.vdt(op.arg.dtype)
-      if op.op is BufferOps.CONST:
-        c = UOp.const(dt, op.arg.val)
-        return c if valid.op is UOps.CONST and valid.arg else valid.alu(TernaryOps.WHERE, c, UOp.const(dt, 0))
-      buf = self.buffer(op.arg)
-      ldt = dtypes.uint16 if self.emulate_bf16 and op.arg.dtype == dtypes.bfloat16 else op.arg.dtype
-      if valid.op is UOps.CONST:
-        ld = UOp(UOps.LOAD, ldt, (buf, idx)) if valid.arg else UOp.const(ldt, 0)
-      else:
-        ld = UOp(UOps.LOAD, ldt, (buf, idx, valid, UOp.const(ldt, 0)))
-      return _bf16_to_float(ld) if ldt != op.arg.dtype else ld
+      nidx, nvalid, lanes = self._lane_exprs(op.arg.st, idxs)
+      if lanes is None:  # the same element in every lane: a scalar
+        return self._load(op, nidx, nvalid)
+      if op.op is BufferOps.LOAD and self._vector_access(lanes, self._element(op.arg)):
+        return self._load(op, *lanes[0], lanes=self.lanes)
+      return UOp(UOps.VECTORIZE, self.vdt(op.arg.dtype).vec(self.lanes), tuple(self._load(op, i, v) for i, v in lanes))
     if isinstance(op.op, ReduceOps):
       return self._group_reduce(op, idxs) if GROUP in self.kinds else self._reduce(op, idxs)
     srcs = [self._lower(s, idxs) for s in op.src]
@@ -348,7 +400,7 @@ class Lowerer:
     if op.op is UnaryOps.BITCAST:
       if self.emulate_bf16 and dtypes.bfloat16 in (op.arg, op.src[0].dtype):
         raise NotImplementedError("bitcast to or from bfloat16 on a device that emulates bfloat16")
-      return UOp(UOps.BITCAST, op.arg, (srcs[0],))
+      return UOp(UOps.BITCAST, op.arg.vec(srcs[0].count), (srcs[0],))
     out = srcs[0].alu(op.op, *srcs[1:])  # type: ignore[arg-type]
     if self.emulate_bf16 and op.dtype == dtypes.bfloat16:  # each bfloat16 result is rounded, as on hardware
       out = _bf16_to_float(_float_to_bf16_bits(out))

@@ -26,14 +26,18 @@ class UOps(Enum):
   RANGE = auto()          # src = (start, end); arg = (axis, is_reduce): a loop
   ENDRANGE = auto()       # linear program only
   LOAD = auto()           # src = (buf, idx) or (buf, idx, valid, alt), or (buf, idx, barrier) for a local buffer read
-                          # after a BARRIER; buf is a DEFINE_GLOBAL or a DEFINE_LOCAL
-  STORE = auto()          # src = (buf, idx, val) or (buf, idx, val, valid)
-  ALU = auto()            # arg = UnaryOps/BinaryOps/TernaryOps
+                          # after a BARRIER; buf is a DEFINE_GLOBAL or a DEFINE_LOCAL. A vector dtype loads dtype.count
+                          # consecutive elements from idx on (valid is then one bool for all of them)
+  STORE = auto()          # src = (buf, idx, val) or (buf, idx, val, valid); a vector val stores consecutive elements
+  ALU = auto()            # arg = UnaryOps/BinaryOps/TernaryOps; on vectors (dtype.count > 1) lane by lane, every source
+                          # a vector of the same count
   CAST = auto()
   BITCAST = auto()
   REDUCE = auto()         # src = (val, *ranges); arg = BinaryOps (ADD or MAX). Graph only.
   DEFINE_ACC = auto()     # linear program only: src = (initial CONST,)
   ASSIGN = auto()         # linear program only: src = (acc, new value)
+  VECTORIZE = auto()      # src = the lanes (scalars of dtype.scalar()); dtype = a vector: builds one vector from lanes
+  GEP = auto()            # src = (vector,); arg = lane index: one lane of a vector, as a scalar
 
 
 class UOp:
@@ -63,13 +67,38 @@ class UOp:
   # ---- construction helpers: these fold constants as they build, which keeps index math small ----
   @staticmethod
   def const(dtype: DType, val: ConstType) -> UOp:
+    """A constant; of a vector dtype, the scalar constant in every lane."""
+    if dtype.count > 1:
+      return UOp.const(dtype.scalar(), val).broadcast(dtype.count)
     return UOp(UOps.CONST, dtype, (), dtypes.as_const(val, dtype))
 
+  @property
+  def count(self) -> int:
+    """Lanes: 1 for a scalar."""
+    return 1 if self.dtype is None else self.dtype.count
+
+  def broadcast(self, n: int) -> UOp:
+    """This scalar in each of n lanes (itself when n is 1 or it is a vector already)."""
+    assert self.dtype is not None
+    return self if n == 1 or self.dtype.count > 1 else UOp(UOps.VECTORIZE, self.dtype.vec(n), (self,) * n)
+
+  def gep(self, i: int) -> UOp:
+    """Lane i of a vector (a scalar is the same in every lane)."""
+    assert self.dtype is not None
+    if self.dtype.count == 1:
+      return self
+    return self.src[i] if self.op is UOps.VECTORIZE else UOp(UOps.GEP, self.dtype.scalar(), (self,), i)
+
   def alu(self, op: Op, *src: UOp) -> UOp:
-    out_dtype = dtypes.bool if op in (BinaryOps.CMPLT, BinaryOps.CMPNE) else (src[-1].dtype if op is TernaryOps.WHERE else self.dtype)
-    return fold(UOp(UOps.ALU, out_dtype, (self,) + src, op))
+    """An ALU op; when any operand is a vector, the scalar ones are broadcast to its lanes."""
+    n = max(s.count for s in (self, *src))
+    me, src = self.broadcast(n), tuple(s.broadcast(n) for s in src)
+    out_dtype = dtypes.bool.vec(n) if op in (BinaryOps.CMPLT, BinaryOps.CMPNE) else (src[-1].dtype if op is TernaryOps.WHERE else me.dtype)
+    return fold(UOp(UOps.ALU, out_dtype, (me,) + src, op))
 
   def cast(self, dtype: DType) -> UOp:
+    """A conversion to `dtype` (to its vector of as many lanes, for a vector)."""
+    dtype = dtype.scalar().vec(self.count)
     return self if self.dtype == dtype else fold(UOp(UOps.CAST, dtype, (self,)))
 
   def _c(self, x: UOp | ConstType) -> UOp:
@@ -95,7 +124,9 @@ class UOp:
 
   def _bounds(self) -> tuple[Any, Any]:
     assert self.dtype is not None
-    lo, hi = dtypes.min(self.dtype), dtypes.max(self.dtype)
+    lo, hi = dtypes.min(self.dtype.scalar()), dtypes.max(self.dtype.scalar())
+    if self.dtype.count > 1:  # bounds are tracked for scalars (indices) only
+      return lo, hi
     if self.op is UOps.CONST:
       return self.arg, self.arg
     if self.op is UOps.RANGE:
@@ -218,19 +249,32 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher) -> UOp:
 # ---------- constant folding, applied as nodes are built ----------
 
 def _is_const(u: UOp, val: Any = None) -> bool:
+  """u is a constant (in every lane, for a vector), equal to `val` if given."""
+  if _is_broadcast(u):
+    u = u.src[0]
   return u.op is UOps.CONST and (val is None or u.arg == val)
+
+
+def _is_broadcast(u: UOp) -> bool:
+  return u.op is UOps.VECTORIZE and all(s is u.src[0] for s in u.src)
 
 
 def fold(u: UOp) -> UOp:
   """Fold a freshly built ALU/CAST: all-constant inputs, identities (x+0, x*1, x*0 for ints), decided compares."""
-  if u.op is UOps.CAST and _is_const(u.src[0]):
+  if u.op is UOps.CAST and u.src[0].op is UOps.CONST:
     assert u.dtype is not None
     return UOp.const(u.dtype, u.src[0].arg)
-  if u.op is not UOps.ALU:
+  if u.op is UOps.GEP and u.src[0].op is UOps.VECTORIZE:
+    return u.src[0].src[u.arg]
+  if u.op is not UOps.ALU and u.op is not UOps.CAST:
     return u
   assert u.dtype is not None
+  if u.dtype.count > 1 and all(_is_broadcast(s) for s in u.src):  # the same op in every lane: do it once, then broadcast
+    return fold(UOp(u.op, u.dtype.scalar(), tuple(s.src[0] for s in u.src), u.arg)).broadcast(u.dtype.count)
+  if u.op is UOps.CAST:
+    return u
   if all(_is_const(s) for s in u.src) and (u.arg not in (BinaryOps.IDIV, BinaryOps.MOD) or u.src[1].arg != 0):
-    return UOp.const(u.dtype, exec_alu(u.arg, u.dtype, [s.arg for s in u.src]))
+    return UOp.const(u.dtype, exec_alu(u.arg, u.dtype, [s.arg for s in u.src]))  # scalars: broadcasts were folded above
   a = u.src[0]
   if u.arg is BinaryOps.ADD:
     if _is_const(u.src[1], 0):

@@ -30,6 +30,7 @@ class PythonRenderer(Renderer):
   device = DEVICE
   global_ids = True
   has_local = True  # emulated: lets every LOCAL/GROUP kernel be checked against the plain one
+  vector_bytes = 32  # vectors of up to 8 floats (each lane's value is a tuple): the reference for vector lowering
   local_max_threads = 256
 
   def render(self, name: str, uops: list[UOp]) -> str:
@@ -133,29 +134,39 @@ class PythonProgram:
           if len(src) == 3 or v[src[3]][lane]:
             lmem[local_base[lane] * size + i] = x
       elif op == "LOAD":
+        assert dt is not None
         buf, bdt = buf_of[src[0]]
+        load = _load if dt.count == 1 else lambda buf, bdt, i, n=dt.count: tuple(_load(buf, bdt, i + k) for k in range(n))
         idxs = v[src[1]]
         if len(src) == 4:
           valid, alt = v[src[2]], v[src[3]]
-          v[pc] = [_load(buf, bdt, i) if ok else a for i, ok, a in zip(idxs, valid, alt)]
+          v[pc] = [load(buf, bdt, i) if ok else a for i, ok, a in zip(idxs, valid, alt)]
         else:
-          v[pc] = [_load(buf, bdt, i) for i in idxs]
+          v[pc] = [load(buf, bdt, i) for i in idxs]
       elif op == "STORE":
         buf, bdt = buf_of[src[0]]
         for lane, (i, x) in enumerate(zip(v[src[1]], v[src[2]])):
           if len(src) == 3 or v[src[3]][lane]:
-            _store(buf, bdt, i, x)
+            for k, xk in enumerate(x if isinstance(x, tuple) else (x,)):  # a vector stores consecutive elements
+              _store(buf, bdt, i + k, xk)
       elif op == "ALU":
         assert dt is not None
-        v[pc] = [exec_alu(arg, dt, list(xs)) for xs in zip(*[v[s] for s in src])]
-      elif op == "CAST":
-        assert dt is not None
-        v[pc] = [_cast(x, dt) for x in v[src[0]]]
-      elif op == "BITCAST":
+        sdt = dt.scalar()
+        if dt.count == 1:
+          v[pc] = [exec_alu(arg, dt, list(xs)) for xs in zip(*[v[s] for s in src])]
+        else:  # lane by lane
+          v[pc] = [tuple(exec_alu(arg, sdt, list(ys)) for ys in zip(*xs)) for xs in zip(*[v[s] for s in src])]
+      elif op in ("CAST", "BITCAST"):
         assert dt is not None
         src_dt = prog[src[0]][1]
         assert src_dt is not None
-        v[pc] = [_bitcast(x, src_dt, dt) for x in v[src[0]]]
+        conv: Callable[[Any], Any] = (lambda x: _cast(x, dt.scalar())) if op == "CAST" else \
+          (lambda x: _bitcast(x, src_dt.scalar(), dt.scalar()))
+        v[pc] = [conv(x) for x in v[src[0]]] if dt.count == 1 else [tuple(conv(y) for y in x) for x in v[src[0]]]
+      elif op == "VECTORIZE":
+        v[pc] = [tuple(xs) for xs in zip(*[v[s] for s in src])]
+      elif op == "GEP":
+        v[pc] = [x[arg] for x in v[src[0]]]
       elif op == "DEFINE_VAR":
         v[pc] = [vals[n_vars]] * n
         n_vars += 1

@@ -26,7 +26,11 @@ class Renderer:
   local_max_threads: int = 1024            # max threads in one workgroup
   shared_max: int = 48 * 1024              # bytes of DEFINE_LOCAL memory one kernel may use
   tensor_cores: tuple[object, ...] = ()    # tensor-core shapes the renderer can emit (TC opt); none in this version
-  supports_float4: bool = False
+  # Vectors. vector_bytes: the widest vector the device has a type for (0: no vectors); the kernel optimizer then
+  # lowers one UPCAST axis as vector values (see tg.codegen.lowerer.Lowerer), of at most vector_width(dt) lanes.
+  vector_bytes: int = 0
+  vector_dtypes: frozenset[DType] | None = None  # the scalar dtypes that have vector types (None: all but bool)
+  vector_align: bool = False  # a vector LOAD/STORE needs an element index that is a multiple of its lane count
   # dtypes the device computes in directly; others are emulated by core (bfloat16 through uint16 bits)
   unsupported_dtypes: frozenset[DType] = frozenset()
   # dtypes the device can't hold in a kernel at all (e.g. WGSL has no float64 or int64): a kernel that needs one
@@ -38,6 +42,17 @@ class Renderer:
   # False: the device's compiler may fuse and reorder float math, divide to a few ulp and assume no NaN or infinity
   # (WGSL allows all three), so results can differ from strict IEEE in the last bits and around NaN/inf
   strict_float: bool = True
+
+  def vector_width(self, dt: DType) -> int:
+    """The most lanes a vector of scalar dtype `dt` may have here (1: no vectors of it)."""
+    ok = dt != dtypes.bool if self.vector_dtypes is None else dt in self.vector_dtypes
+    return max(1, self.vector_bytes // dt.itemsize) if ok else 1
+
+  def keeps_vector(self, u: UOp) -> bool:
+    """Whether this vector ALU/CAST/BITCAST/REDUCE is rendered as one vector operation. Core splits the others
+    into one scalar operation per lane (tg.codegen.devectorize), and those on dtypes without vectors here
+    (`vector_width`) and transcendentals the renderer has fallbacks for; vector LOAD/STORE, VECTORIZE and GEP stay."""
+    return True
 
   def render(self, name: str, uops: list[UOp]) -> str:
     """Source code for one kernel called `name` whose body is the linear program `uops`."""

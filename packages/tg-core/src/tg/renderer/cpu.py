@@ -7,6 +7,8 @@ thread. Iterations of an output loop write disjoint outputs, so the slices can r
 """
 from __future__ import annotations
 
+import functools
+
 from tg.codegen.uops import UOp, UOps
 from tg.helpers import getenv, prod
 
@@ -35,3 +37,17 @@ def loop_to_split(uops: list[UOp]) -> UOp | None:
     return None
   body = sum(1 for u in uops if u.op in (UOps.ALU, UOps.LOAD, UOps.STORE))
   return first if prod(u.src[1].arg for u in ranges) * body >= THREAD_MIN_WORK else None
+
+
+@functools.cache
+def native_vector_bytes() -> int:
+  """The width of the host CPU's vector registers in bytes (AVX-512: 64, AVX: 32, else SSE/NEON's 16), from
+  /proc/cpuinfo's flags; `CPU_VECTOR_BYTES` overrides it (0 turns vectors off)."""
+  if (forced := getenv("CPU_VECTOR_BYTES", -1)) >= 0:
+    return forced
+  try:
+    with open("/proc/cpuinfo") as f:
+      flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+  except OSError:
+    flags = []
+  return 64 if "avx512f" in flags else 32 if "avx" in flags else 16

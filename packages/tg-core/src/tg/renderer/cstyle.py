@@ -39,7 +39,20 @@ class CStyleLanguage(Renderer):
   }
 
   def render_dtype(self, dt: DType) -> str:
+    if dt.count > 1:  # a vector: the scalar's name (spaces as _) and its lane count, e.g. float4, unsigned_int8
+      return self.render_dtype(dt.scalar()).replace(" ", "_") + str(dt.count)
     return self.type_map.get(dt, dt.name)
+
+  def render_vectorize(self, lanes: list[str], dt: DType) -> str:
+    """A vector from its lanes."""
+    return f"({self.render_dtype(dt)}){{{','.join(lanes)}}}"
+
+  def render_gep(self, x: str, i: int, dt: DType) -> str:
+    """Lane i of the vector x, whose type is dt."""
+    return f"{x}[{i}]"
+
+  def render_vector_cast(self, x: str, from_dt: DType, to_dt: DType) -> str:
+    return f"__builtin_convertvector({x}, {self.render_dtype(to_dt)})"
 
   def render_const(self, x: object, dt: DType) -> str:
     if dtypes.is_float(dt):
@@ -117,7 +130,7 @@ class CStyleLanguage(Renderer):
         line(f"int {ssa('gidx', u)} = {self.render_special(u)}; /* {u.arg[2]} */")
       elif u.op is UOps.LOAD:
         assert dt is not None
-        val = f"{r[u.src[0]]}[{r[u.src[1]]}]"
+        val = f"{r[u.src[0]]}[{r[u.src[1]]}]" if dt.count == 1 else f"*(({self.render_dtype(dt)}*)({r[u.src[0]]}+{r[u.src[1]]}))"
         if len(u.src) == 4:  # a gated load reads only where valid, so masked indices may be out of bounds
           val = f"({r[u.src[2]]}?{val}:{r[u.src[3]]})"
         line(f"{self.render_dtype(dt)} {ssa('val', u)} = {val};")
@@ -128,7 +141,10 @@ class CStyleLanguage(Renderer):
       elif u.op is UOps.BARRIER:
         line(self.barrier)
       elif u.op is UOps.STORE:
-        st = f"{r[u.src[0]]}[{r[u.src[1]]}] = {r[u.src[2]]};"
+        vdt = u.src[2].dtype
+        assert vdt is not None
+        dst = f"{r[u.src[0]]}[{r[u.src[1]]}]" if vdt.count == 1 else f"*(({self.render_dtype(vdt)}*)({r[u.src[0]]}+{r[u.src[1]]}))"
+        st = f"{dst} = {r[u.src[2]]};"
         line(st if len(u.src) == 3 else f"if ({r[u.src[3]]}) {{ {st} }}")
       elif u.op is UOps.DEFINE_ACC:
         assert dt is not None
@@ -141,8 +157,15 @@ class CStyleLanguage(Renderer):
         code = self.code_for_op[u.arg](*[r[s] for s in u.src], dt)
         line(f"{self.render_dtype(dt)} {ssa('alu', u)} = {code};")
       elif u.op is UOps.CAST:
+        assert dt is not None and u.src[0].dtype is not None
+        val = self.render_cast(r[u.src[0]], dt) if dt.count == 1 else self.render_vector_cast(r[u.src[0]], u.src[0].dtype, dt)
+        line(f"{self.render_dtype(dt)} {ssa('cast', u)} = {val};")
+      elif u.op is UOps.VECTORIZE:
         assert dt is not None
-        line(f"{self.render_dtype(dt)} {ssa('cast', u)} = {self.render_cast(r[u.src[0]], dt)};")
+        line(f"{self.render_dtype(dt)} {ssa('vec', u)} = {self.render_vectorize([r[s] for s in u.src], dt)};")
+      elif u.op is UOps.GEP:
+        assert dt is not None and u.src[0].dtype is not None
+        r[u] = self.render_gep(r[u.src[0]], u.arg, u.src[0].dtype)
       elif u.op is UOps.BITCAST:
         assert dt is not None and u.src[0].dtype is not None
         line(f"{self.render_dtype(dt)} {ssa('cast', u)} = {self.render_bitcast(r[u.src[0]], u.src[0].dtype, dt)};")

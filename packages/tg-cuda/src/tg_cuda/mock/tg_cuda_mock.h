@@ -25,6 +25,13 @@ struct dim3 { unsigned int x, y, z; };
 static uint3 threadIdx, blockIdx;
 static dim3 blockDim, gridDim;
 
+// CUDA's built-in vector types tg's kernels load and store, with CUDA's alignment: a misaligned access faults here
+// too (the compiler may use aligned moves), as it would on a GPU
+struct __attribute__((aligned(8))) float2 { float x, y; };
+struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
+static inline float2 make_float2(float x, float y) { return {x, y}; }
+static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+
 // the intrinsics tg's kernels and headers use
 static inline float __int_as_float(int x) { return __builtin_bit_cast(float, x); }
 static inline int __float_as_int(float x) { return __builtin_bit_cast(int, x); }
