@@ -28,7 +28,7 @@ class DType:
     return self if sz == 1 else DType(self.priority, self.itemsize * sz, f"{self.name}{sz}", None, sz)
 
   def scalar(self) -> DType:
-    return self if self.count == 1 else _by_name[self.name.rstrip("0123456789")]
+    return self if self.count == 1 else _by_name[self.name[:-len(str(self.count))]]  # the name is the scalar's + count
 
   def ptr(self) -> PtrDType:
     return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count)

@@ -288,7 +288,8 @@ def fold(u: UOp) -> UOp:
       return u.src[1]
     if dtypes.is_int(u.dtype) and (_is_const(a, 0) or _is_const(u.src[1], 0)):
       return UOp.const(u.dtype, 0)
-  if u.arg in (BinaryOps.IDIV, BinaryOps.MOD) and dtypes.is_int(u.dtype) and _is_const(u.src[1]) and u.src[1].arg > 0 and a.vmin >= 0:
+  if u.arg in (BinaryOps.IDIV, BinaryOps.MOD) and u.dtype.count == 1 and dtypes.is_int(u.dtype) and _is_const(u.src[1]) and \
+      u.src[1].arg > 0 and a.vmin >= 0:
     c = u.src[1].arg
     if u.arg is BinaryOps.IDIV and c == 1:
       return a
@@ -306,7 +307,7 @@ def fold(u: UOp) -> UOp:
   if u.arg is UnaryOps.NEG and u.dtype == dtypes.bool and a.op is UOps.ALU and a.arg is UnaryOps.NEG:
     return a.src[0]
   if u.arg is TernaryOps.WHERE and _is_const(a):
-    return u.src[1] if a.arg else u.src[2]
+    return u.src[1] if (a.src[0] if _is_broadcast(a) else a).arg else u.src[2]
   return u
 
 

@@ -27,7 +27,7 @@ def loop_to_split(uops: list[UOp]) -> UOp | None:
 
   Only kernels whose loops all have constant ends are split (their work is known when rendering), the split loop
   starts at 0 (the runtime divides [0, outer)), and only from THREAD_MIN_WORK loop-body instructions (iterations
-  times the ALU/LOAD/STORE count of the body) on."""
+  times the ALU/LOAD/STORE count of the body, each vector op counted once per lane) on."""
   ranges = [u for u in uops if u.op is UOps.RANGE]
   outer = [u for u in ranges if not u.arg[1]]
   if not outer or not all(u.src[1].op is UOps.CONST for u in ranges):
@@ -35,7 +35,8 @@ def loop_to_split(uops: list[UOp]) -> UOp | None:
   first = outer[0]
   if not (first.src[0].op is UOps.CONST and first.src[0].arg == 0 and first.src[1].arg >= 2):
     return None
-  body = sum(1 for u in uops if u.op in (UOps.ALU, UOps.LOAD, UOps.STORE))
+  # a vector op counts once per lane: the threshold is about the work, which vectors don't change
+  body = sum((u.src[2] if u.op is UOps.STORE else u).count for u in uops if u.op in (UOps.ALU, UOps.LOAD, UOps.STORE))
   return first if prod(u.src[1].arg for u in ranges) * body >= THREAD_MIN_WORK else None
 
 
