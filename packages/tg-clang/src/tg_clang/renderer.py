@@ -23,6 +23,7 @@ class ClangRenderer(CStyleLanguage):
   nan = "__builtin_nanf(\"\")"
   # clang's ext_vector_type vectors, as wide as the CPU's registers; __fp16 is a storage type with no vector math
   vector_bytes = native_vector_bytes()
+  masked_vector_loads = True  # rendered as a vector load when all lanes are valid, else lane by lane
   vector_dtypes = frozenset({dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
                              dtypes.uint64, dtypes.float32, dtypes.float64})
 
@@ -33,7 +34,8 @@ class ClangRenderer(CStyleLanguage):
   def render(self, name: str, uops: list[UOp]) -> str:
     self._split: UOp | None = loop_to_split(uops)
     # every vector type the kernel uses, declared unaligned (aligned(elem)): vector loads may start at any element
-    vecs = sorted({u.dtype for u in uops if u.dtype is not None and u.dtype.count > 1 and not isinstance(u.dtype, PtrDType)},
+    vecs = sorted({u.dtype for u in uops if u.dtype is not None and u.dtype.count > 1 and u.dtype.scalar() != dtypes.bool
+                   and not isinstance(u.dtype, PtrDType)},
                   key=lambda dt: (dt.priority, dt.count))
     self._typedefs = "".join(f"typedef {self.render_dtype(dt.scalar())} {self.render_dtype(dt)} "
                              f"__attribute__((ext_vector_type({dt.count}), aligned({dt.scalar().itemsize})));\n" for dt in vecs)

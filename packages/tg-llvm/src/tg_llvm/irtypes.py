@@ -48,6 +48,6 @@ def ll_const(x: object, dt: DType) -> str:
 
 
 def intrinsic_suffix(dt: DType) -> str:
-  """How an overloaded intrinsic's name spells a float type: f32, or v16f32 for a vector."""
-  scalar = f"f{dt.scalar().itemsize * 8}"
+  """How an overloaded intrinsic's name spells a type: f32 or i16, v16f32 for a vector."""
+  scalar = f"{'f' if dtypes.is_float(dt) else 'i'}{dt.scalar().itemsize * 8}"
   return scalar if dt.count == 1 else f"v{dt.count}{scalar}"

@@ -20,7 +20,7 @@ from tg.renderer import Renderer
 from tg.renderer.cpu import END, START, loop_to_split, native_vector_bytes, outer_symbol
 from tg_llvm.alu import alu, bitcast, cast, vector_cast_ok
 from tg_llvm.builder import IRBuilder
-from tg_llvm.irtypes import ll_const, ll_type, mem_type
+from tg_llvm.irtypes import intrinsic_suffix, ll_const, ll_type, mem_type
 
 # clang's defaults for C: no FP exceptions to preserve, so the optimizer may speculate and vectorize float math
 ATTRIBUTES = 'attributes #0 = { nounwind "no-trapping-math"="true" }'
@@ -36,6 +36,7 @@ class LLVMRenderer(Renderer):
   unsupported_dtypes = frozenset({dtypes.bfloat16})
   transcendental_fallback = frozenset({UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN})
   vector_bytes = native_vector_bytes()  # <n x T> as wide as the CPU's registers
+  masked_vector_loads = True  # llvm.masked.load
 
   def keeps_vector(self, u: UOp) -> bool:
     # lane-wise instructions keep their vectors; division (its zero guards) and float -> int (saturating intrinsics)
@@ -133,6 +134,27 @@ class _KernelWriter:
     self.b.start_block(end)
     return self.b.value(f"phi {ll_type(u.dtype)} [ {x}, %{then} ], [ {alt}, %{before} ]")
 
+  def masked_load(self, u: UOp) -> str:
+    """A vector load with one bool per lane: when every lane is valid (all but the edges of a padded image) a plain
+    vector load, else llvm.masked.load, where masked-off lanes touch no memory. Lane 0's address may then lie
+    outside the buffer, so that GEP is not inbounds."""
+    buf, idx, mask, alt = u.src
+    assert u.dtype is not None and isinstance(buf.dtype, PtrDType) and idx.dtype is not None and mask.dtype is not None
+    t, mt, m = ll_type(u.dtype), ll_type(mask.dtype), self.val(mask)
+    every = self.b.call("i1", f"llvm.vector.reduce.and.v{mask.dtype.count}i1", [(mt, m)])
+    whole, part, end = self.b.label("whole"), self.b.label("part"), self.b.label("loaded")
+    self.b.emit(f"br i1 {every}, label %{whole}, label %{part}")
+    self.b.start_block(whole)
+    x = self.load(buf, idx, u.dtype)
+    self.b.emit(f"br label %{end}")
+    self.b.start_block(part)
+    p = self.b.value(f"getelementptr {mem_type(buf.dtype.base)}, ptr {self.r[buf]}, {ll_type(idx.dtype)} {self.val(idx)}")
+    y = self.b.call(t, f"llvm.masked.load.{intrinsic_suffix(u.dtype)}.p0", [("ptr", p), ("i32", str(u.dtype.scalar().itemsize)), (mt, m),
+                                                                           (t, self.val(alt))])
+    self.b.emit(f"br label %{end}")
+    self.b.start_block(end)
+    return self.b.value(f"phi {t} [ {x}, %{whole} ], [ {y}, %{part} ]")
+
   def gated_store(self, u: UOp) -> None:
     then, end = self.b.label("store"), self.b.label("stored")
     self.b.emit(f"br i1 {self.val(u.src[3])}, label %{then}, label %{end}")
@@ -181,7 +203,9 @@ class _KernelWriter:
     elif u.op is UOps.ENDRANGE:
       self.close_loop(u.src[0])
     elif u.op is UOps.LOAD:
-      if len(u.src) == 4:
+      if len(u.src) == 4 and u.src[2].count > 1:
+        self.r[u] = self.masked_load(u)
+      elif len(u.src) == 4:
         self.r[u] = self.gated_load(u)
       elif len(u.src) == 2:
         assert dt is not None

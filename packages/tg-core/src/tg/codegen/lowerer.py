@@ -277,12 +277,16 @@ class Lowerer:
       return nidx, nvalid, None
     return nidx, nvalid, [(nidx.substitute({self.lane: NumNode(k)}), nvalid.substitute({self.lane: NumNode(k)})) for k in range(self.lanes)]
 
-  def _vector_access(self, lanes: list[tuple[Node, Node]], dt: DType) -> bool:
-    """One vector LOAD/STORE can do these lanes: consecutive indices, one validity, a vector type, alignment if needed."""
-    base, valid = lanes[0]
-    if any(v != valid or (i - base) != k for k, (i, v) in enumerate(lanes)) or self.renderer.vector_width(dt) < self.lanes:
+  def _consecutive(self, lanes: list[tuple[Node, Node]], dt: DType) -> bool:
+    """The lanes' elements are consecutive from lane 0's on, in a vector type the renderer has (aligned if it must be)."""
+    base = lanes[0][0]
+    if any((i - base) != k for k, (i, _) in enumerate(lanes)) or self.renderer.vector_width(dt) < self.lanes:
       return False
     return not self.renderer.vector_align or (base % self.lanes) == 0
+
+  def _vector_access(self, lanes: list[tuple[Node, Node]], dt: DType) -> bool:
+    """One vector LOAD/STORE can do these lanes: consecutive elements and one validity for all of them."""
+    return self._consecutive(lanes, dt) and all(v == lanes[0][1] for _, v in lanes)
 
   def _store(self, mb: MemBuffer, st: ShapeTracker, idxs: list[Node], val: UOp) -> list[UOp]:
     nidx, nvalid, lanes = self._lane_exprs(st, idxs)
@@ -381,6 +385,14 @@ class Lowerer:
       ld = UOp(UOps.LOAD, ldt, (buf, idx, valid, UOp.const(ldt, 0)))
     return _bf16_to_float(ld) if ldt.scalar() != op.arg.dtype else ld
 
+  def _masked_load(self, op: LazyOp, lanes: list[tuple[Node, Node]]) -> UOp:
+    """Consecutive elements whose validity differs by lane (a padded image's row at its edges): one vector LOAD
+    with a mask, a VECTORIZE of each lane's validity; masked-off lanes read nothing and are 0."""
+    mask = UOp(UOps.VECTORIZE, dtypes.bool.vec(self.lanes), tuple(node_to_uop(v, self.ctx).cast(dtypes.bool) for _, v in lanes))
+    ldt = (dtypes.uint16 if self.emulate_bf16 and op.arg.dtype == dtypes.bfloat16 else op.arg.dtype).vec(self.lanes)
+    ld = UOp(UOps.LOAD, ldt, (self.buffer(op.arg), node_to_uop(lanes[0][0], self.ctx), mask, UOp.const(ldt, 0)))
+    return _bf16_to_float(ld) if ldt.scalar() != op.arg.dtype else ld
+
   def _lower(self, op: LazyOp, idxs: list[Node]) -> UOp:
     if op.op is BufferOps.LOAD or op.op is BufferOps.CONST:
       nidx, nvalid, lanes = self._lane_exprs(op.arg.st, idxs)
@@ -388,6 +400,8 @@ class Lowerer:
         return self._load(op, nidx, nvalid)
       if op.op is BufferOps.LOAD and self._vector_access(lanes, self._element(op.arg)):
         return self._load(op, *lanes[0], lanes=self.lanes)
+      if op.op is BufferOps.LOAD and self.renderer.masked_vector_loads and self._consecutive(lanes, self._element(op.arg)):
+        return self._masked_load(op, lanes)
       return UOp(UOps.VECTORIZE, self.vdt(op.arg.dtype).vec(self.lanes), tuple(self._load(op, i, v) for i, v in lanes))
     if isinstance(op.op, ReduceOps):
       return self._group_reduce(op, idxs) if GROUP in self.kinds else self._reduce(op, idxs)

@@ -27,7 +27,8 @@ class UOps(Enum):
   ENDRANGE = auto()       # linear program only
   LOAD = auto()           # src = (buf, idx) or (buf, idx, valid, alt), or (buf, idx, barrier) for a local buffer read
                           # after a BARRIER; buf is a DEFINE_GLOBAL or a DEFINE_LOCAL. A vector dtype loads dtype.count
-                          # consecutive elements from idx on (valid is then one bool for all of them)
+                          # consecutive elements from idx on; valid is one bool for all of them, or a VECTORIZE of one
+                          # bool per lane (Renderer.masked_vector_loads)
   STORE = auto()          # src = (buf, idx, val) or (buf, idx, val, valid); a vector val stores consecutive elements
   ALU = auto()            # arg = UnaryOps/BinaryOps/TernaryOps; on vectors (dtype.count > 1) lane by lane, every source
                           # a vector of the same count

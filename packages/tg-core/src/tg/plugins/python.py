@@ -31,6 +31,7 @@ class PythonRenderer(Renderer):
   global_ids = True
   has_local = True  # emulated: lets every LOCAL/GROUP kernel be checked against the plain one
   vector_bytes = 32  # vectors of up to 8 floats (each lane's value is a tuple): the reference for vector lowering
+  masked_vector_loads = True
   local_max_threads = 256
 
   def render(self, name: str, uops: list[UOp]) -> str:
@@ -138,7 +139,10 @@ class PythonProgram:
         buf, bdt = buf_of[src[0]]
         load = _load if dt.count == 1 else lambda buf, bdt, i, n=dt.count: tuple(_load(buf, bdt, i + k) for k in range(n))
         idxs = v[src[1]]
-        if len(src) == 4:
+        if len(src) == 4 and prog[src[2]][1] != dtypes.bool:  # a vector load's mask: one bool per element
+          v[pc] = [tuple(_load(buf, bdt, i + k) if ok else a for k, (ok, a) in enumerate(zip(oks, alts)))
+                   for i, oks, alts in zip(idxs, v[src[2]], v[src[3]])]
+        elif len(src) == 4:
           valid, alt = v[src[2]], v[src[3]]
           v[pc] = [load(buf, bdt, i) if ok else a for i, ok, a in zip(idxs, valid, alt)]
         else:

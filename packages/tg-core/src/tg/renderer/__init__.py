@@ -31,6 +31,9 @@ class Renderer:
   vector_bytes: int = 0
   vector_dtypes: frozenset[DType] | None = None  # the scalar dtypes that have vector types (None: all but bool)
   vector_align: bool = False  # a vector LOAD/STORE needs an element index that is a multiple of its lane count
+  # a vector LOAD may have a mask (a VECTORIZE of one bool per lane, the only bool vector core makes): masked-off
+  # lanes read nothing and get the alternative value. Without it, such lanes are gathered one by one
+  masked_vector_loads: bool = False
   # dtypes the device computes in directly; others are emulated by core (bfloat16 through uint16 bits)
   unsupported_dtypes: frozenset[DType] = frozenset()
   # dtypes the device can't hold in a kernel at all (e.g. WGSL has no float64 or int64): a kernel that needs one

@@ -51,6 +51,17 @@ class CStyleLanguage(Renderer):
     """Lane i of the vector x, whose type is dt."""
     return f"{x}[{i}]"
 
+  def render_masked_load(self, out: str, u: UOp, r: dict[UOp, str]) -> list[str]:
+    """Statements that set `out` to the masked vector LOAD u: one vector load when every lane is valid (all but the
+    edges of a padded image), else lane by lane, each reading only if its bool says so."""
+    assert u.dtype is not None
+    buf, idx = r[u.src[0]], r[u.src[1]]
+    oks = [r[m] for m in u.src[2].src]
+    alts = [r[u.src[3].gep(k)] for k in range(u.dtype.count)]
+    lanes = [f"({ok}?{buf}[{idx}+{k}]:{a})" for k, (ok, a) in enumerate(zip(oks, alts))]
+    return [f"if ({'&&'.join(dict.fromkeys(oks))}) {out} = *(({self.render_dtype(u.dtype)}*)({buf}+{idx}));",
+            f"else {out} = {self.render_vectorize(lanes, u.dtype)};"]
+
   def render_vector_cast(self, x: str, from_dt: DType, to_dt: DType) -> str:
     return f"__builtin_convertvector({x}, {self.render_dtype(to_dt)})"
 
@@ -128,6 +139,11 @@ class CStyleLanguage(Renderer):
         line("}")
       elif u.op is UOps.SPECIAL:
         line(f"int {ssa('gidx', u)} = {self.render_special(u)}; /* {u.arg[2]} */")
+      elif u.op is UOps.LOAD and len(u.src) == 4 and u.src[2].count > 1:
+        assert dt is not None
+        line(f"{self.render_dtype(dt)} {ssa('val', u)};")
+        for s_ in self.render_masked_load(r[u], u, r):
+          line(s_)
       elif u.op is UOps.LOAD:
         assert dt is not None
         val = f"{r[u.src[0]]}[{r[u.src[1]]}]" if dt.count == 1 else f"*(({self.render_dtype(dt)}*)({r[u.src[0]]}+{r[u.src[1]]}))"
@@ -160,6 +176,8 @@ class CStyleLanguage(Renderer):
         assert dt is not None and u.src[0].dtype is not None
         val = self.render_cast(r[u.src[0]], dt) if dt.count == 1 else self.render_vector_cast(r[u.src[0]], u.src[0].dtype, dt)
         line(f"{self.render_dtype(dt)} {ssa('cast', u)} = {val};")
+      elif u.op is UOps.VECTORIZE and dt is not None and dt.scalar() == dtypes.bool:
+        pass  # a load's mask: C has no bool vectors, the load reads each lane's bool (render_masked_load)
       elif u.op is UOps.VECTORIZE:
         assert dt is not None
         line(f"{self.render_dtype(dt)} {ssa('vec', u)} = {self.render_vectorize([r[s] for s in u.src], dt)};")
