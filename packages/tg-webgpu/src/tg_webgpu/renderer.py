@@ -32,7 +32,6 @@ class WGSLRenderer(Renderer):
   device = "WEBGPU"
   global_ids = True
   has_local = True
-  supports_float4 = False
   strict_float = False  # WGSL lets the compiler fuse float math, divide to 2.5 ulp and assume no NaN/inf
   unsupported_dtypes = frozenset({dtypes.bfloat16})  # core computes bfloat16 in float32 through its 16 bits
 
