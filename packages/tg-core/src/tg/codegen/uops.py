@@ -27,7 +27,10 @@ class UOps(Enum):
   ENDRANGE = auto()       # linear program only
   LOAD = auto()           # src = (buf, idx) or (buf, idx, valid, alt), or (buf, idx, barrier) for a local buffer read
                           # after a BARRIER; buf is a DEFINE_GLOBAL or a DEFINE_LOCAL
-  STORE = auto()          # src = (buf, idx, val) or (buf, idx, val, valid)
+  STORE = auto()          # src = (buf, idx, val) or (buf, idx, val, valid), then optionally the IF whose block it is in
+  IF = auto()             # src = (condition, *barriers): a block of code that only threads whose condition holds run. Its
+                          # stores reference it; it follows the barriers (which every thread must reach: none is inside)
+  ENDIF = auto()          # linear program only: src = (the IF,)
   ALU = auto()            # arg = UnaryOps/BinaryOps/TernaryOps
   CAST = auto()
   BITCAST = auto()
@@ -264,6 +267,11 @@ def fold(u: UOp) -> UOp:
   if u.arg is TernaryOps.WHERE and _is_const(a):
     return u.src[1] if a.arg else u.src[2]
   return u
+
+
+def store_valid(store: UOp) -> UOp | None:
+  """The predicate of a STORE (None: it always stores). An IF among its sources is the block it is in, not a predicate."""
+  return next((s for s in store.src[3:] if s.op is not UOps.IF), None)
 
 
 def ptr(dtype: DType) -> PtrDType:

@@ -2,7 +2,9 @@
 
 It runs like a GPU: one "lane" per thread (every workgroup's every thread, from the SPECIAL gidx/lidx ids),
 every instruction applied to all lanes at once, loops (RANGE) shared by all lanes. As all lanes move in
-lockstep, a BARRIER has nothing to wait for; local memory (DEFINE_LOCAL) is one array per workgroup.
+lockstep, a BARRIER has nothing to wait for; local memory (DEFINE_LOCAL) is one array per workgroup. Inside an
+IF block only the lanes whose condition holds are active (a stack of lane masks): the others still compute, as
+a GPU's masked-off lanes do, but load and store nothing and keep their accumulators. Loop bounds are uniform.
 The "source" is the linear program itself, serialized; the meaning of each ALU op is `tg.ops.exec_alu`,
 the same function constant folding uses.
 """
@@ -94,10 +96,12 @@ class PythonProgram:
     mvs = [memoryview(b).cast("B") for b in bufs]
     v: dict[int, list[Any]] = {}
     buf_of: dict[int, tuple[memoryview, DType]] = {}
+    masks = [[True] * n]  # the active lanes: one mask per open IF block, the innermost last
     pc, n_vars = 0, 0
     prog = self.uops
     while pc < len(prog):
       op, dt, src, arg = prog[pc]
+      on = masks[-1]
       if op == "DEFINE_GLOBAL":
         assert isinstance(dt, PtrDType)
         buf_of[pc] = (mvs[arg].cast(_fmt(dt.base)), dt.base)
@@ -124,27 +128,32 @@ class PythonProgram:
           v[rpc] = [nxt] * n
           pc = rpc + 1
           continue
+      elif op == "IF":
+        masks.append([a and bool(c) for a, c in zip(on, v[src[0]])])
+      elif op == "ENDIF":
+        masks.pop()
       elif op == "LOAD" and len(buf_of[src[0]]) == 3:  # local memory: offset by the lane's workgroup
         lmem, _, size = buf_of[src[0]]  # type: ignore[misc]
-        v[pc] = [lmem[g * size + i] for g, i in zip(local_base, v[src[1]])]
-      elif op == "STORE" and len(buf_of[src[0]]) == 3:
-        lmem, _, size = buf_of[src[0]]  # type: ignore[misc]
-        for lane, (i, x) in enumerate(zip(v[src[1]], v[src[2]])):
-          if len(src) == 3 or v[src[3]][lane]:
-            lmem[local_base[lane] * size + i] = x
+        v[pc] = [lmem[g * size + i] if a else 0 for g, i, a in zip(local_base, v[src[1]], on)]
       elif op == "LOAD":
         buf, bdt = buf_of[src[0]]
-        idxs = v[src[1]]
-        if len(src) == 4:
-          valid, alt = v[src[2]], v[src[3]]
-          v[pc] = [_load(buf, bdt, i) if ok else a for i, ok, a in zip(idxs, valid, alt)]
+        if len(src) == 4 or len(masks) > 1:  # read only where valid (else the alternative) and in active lanes
+          valid, alt = (v[src[2]], v[src[3]]) if len(src) == 4 else (on, [0] * n)
+          v[pc] = [_load(buf, bdt, i) if ok and a else x for i, ok, a, x in zip(v[src[1]], valid, on, alt)]
         else:
-          v[pc] = [_load(buf, bdt, i) for i in idxs]
+          v[pc] = [_load(buf, bdt, i) for i in v[src[1]]]
       elif op == "STORE":
-        buf, bdt = buf_of[src[0]]
-        for lane, (i, x) in enumerate(zip(v[src[1]], v[src[2]])):
-          if len(src) == 3 or v[src[3]][lane]:
-            _store(buf, bdt, i, x)
+        gate = next((v[s] for s in src[3:] if prog[s][0] != "IF"), on)  # its predicate, if any (an IF is the block)
+        idxs, data = v[src[1]], v[src[2]]
+        writers = [lane for lane in range(n) if on[lane] and gate[lane]]
+        if len(buf_of[src[0]]) == 3:  # local memory: offset by the lane's workgroup
+          lmem, _, size = buf_of[src[0]]  # type: ignore[misc]
+          for lane in writers:
+            lmem[local_base[lane] * size + idxs[lane]] = data[lane]
+        else:
+          buf, bdt = buf_of[src[0]]
+          for lane in writers:
+            _store(buf, bdt, idxs[lane], data[lane])
       elif op == "ALU":
         assert dt is not None
         v[pc] = [exec_alu(arg, dt, list(xs)) for xs in zip(*[v[s] for s in src])]
@@ -162,7 +171,7 @@ class PythonProgram:
       elif op == "DEFINE_ACC":
         v[pc] = list(v[src[0]])
       elif op == "ASSIGN":
-        v[src[0]] = v[src[1]]
+        v[src[0]] = v[src[1]] if len(masks) == 1 else [x if a else old for x, old, a in zip(v[src[1]], v[src[0]], on)]
       else:
         raise NotImplementedError(f"PYTHON can't interpret {op}")
       pc += 1
