@@ -101,7 +101,7 @@ def linearize(sink: UOp) -> list[UOp]:
       visit(st)
   for b in blocks:
     assert ranges_of(b) <= set(outer), "an IF block can't open inside a reduce loop"
-    for x in reversed(b.src):  # the condition last, right before the block
+    for x in (*b.src[1:], b.src[0]):  # the barriers in order, then the condition, right before the block
       visit(x)
   if len(blocks) > 1:  # what several blocks need comes first (a loop's body is emitted with its REDUCE, not alone)
     needs = Counter(x for sts in blocks.values() for x in set().union(*(st.toposort() for st in sts)))
