@@ -2,7 +2,9 @@
 combinations of actions, give the numbers of the unoptimized kernel."""
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -10,8 +12,10 @@ import pytest
 from tg import Device, Tensor
 from tg.codegen.kernel import Kernel, KernelOptError, Opt, OptOps
 from tg.codegen.lowerer import GLOBAL, REDUCE
+from tg.codegen.uops import UOp, UOps
 from tg.engine.realize import CompiledRunner
 from tg.engine.schedule import create_schedule
+from tg.plugins.python import PythonRenderer
 
 rng = np.random.default_rng(0)
 
@@ -209,7 +213,8 @@ def _softmax_stats_kernel():  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("opts", [[], [Opt(OptOps.UPCAST, 0, 4)], [Opt(OptOps.UNROLL, 1, 4)], [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UNROLL, 2, 8)],
-                                  [Opt(OptOps.LOCAL, 0, 4)]])
+                                  [Opt(OptOps.LOCAL, 0, 4)], [Opt(OptOps.GROUP, 1, 4)], [Opt(OptOps.GROUPTOP, 1, 8), Opt(OptOps.LOCAL, 0, 4)],
+                                  [Opt(OptOps.GROUP, 1, 4), Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UNROLL, 2, 2)]])
 def test_nested_reduce_kernel(opts: list[Opt]) -> None:
   ast, bufs, xs = _softmax_stats_kernel()
   k = Kernel(ast, Device[Device.DEFAULT].renderer)
@@ -221,6 +226,117 @@ def test_nested_reduce_kernel(opts: list[Opt]) -> None:
   m = xs.max(1)
   np.testing.assert_allclose(np.frombuffer(bufs[1].as_buffer(), dtype=np.float32), m)
   np.testing.assert_allclose(np.frombuffer(bufs[0].as_buffer(), dtype=np.float32), np.exp2(xs - m[:, None]).sum(1), rtol=1e-5)
-  if k.renderer.has_local:
-    with pytest.raises(KernelOptError, match="inside another"):
-      Kernel(ast, k.renderer).apply_opt(Opt(OptOps.GROUP, 1, 4))
+
+
+# ---------- GROUP reduces: the partials are combined once, by the group's first thread, in an IF block ----------
+
+def _if_block(uops: list[UOp]) -> tuple[int, int]:
+  """The positions of the one IF of a linear program and of its ENDIF."""
+  ops = [u.op for u in uops]
+  assert ops.count(UOps.IF) == 1 and ops.count(UOps.ENDIF) == 1, "a GROUP kernel has one IF block"
+  start, end = ops.index(UOps.IF), ops.index(UOps.ENDIF)
+  assert uops[end].src == (uops[start],)
+  return start, end
+
+
+def _local_loads(uops: list[UOp]) -> list[UOp]:
+  return [u for u in uops if u.op is UOps.LOAD and u.src[0].op is UOps.DEFINE_LOCAL]
+
+
+@pytest.mark.parametrize("opts", [[Opt(OptOps.GROUPTOP, 1, 4)], [Opt(OptOps.GROUP, 1, 4), Opt(OptOps.LOCAL, 0, 2), Opt(OptOps.UPCAST, 0, 3)]])
+def test_group_combines_partials_in_an_if_block(opts: list[Opt]) -> None:
+  ast, _ = _build("sum_axis")
+  uops = Kernel(ast, PythonRenderer()).apply_opts(opts).linearize()  # the structure is the same for every renderer
+  start, end = _if_block(uops)
+  inside, outside = uops[start + 1:end], uops[:start] + uops[end + 1:]
+  block = uops[start]
+  barrier = next(u for u in uops if u.op is UOps.BARRIER)
+  assert uops.index(barrier) < start and barrier in block.src, "every thread passes the barrier, before the block"
+  # the loop over the group's partials, its loads of local memory and the output stores: only in the block
+  loads = _local_loads(uops)
+  combine = {u for ld in loads for u in ld.src[1].toposort() if u.op is UOps.RANGE}
+  assert loads and combine and all(u in inside for u in [*loads, *combine])
+  assert all(u in inside for u in uops if u.op is UOps.ENDRANGE and u.src[0] in combine)
+  stores = [u for u in uops if u.op is UOps.STORE and u.src[0].op is UOps.DEFINE_GLOBAL]
+  assert stores and all(s in inside and s.src[-1] is block for s in stores)
+  # each thread's own partial and its store to local memory are outside: every thread computes one
+  assert all(u in outside for u in uops if u.op is UOps.STORE and u.src[0].op is UOps.DEFINE_LOCAL)
+  defined_inside = set(inside) | {u.arg for u in inside if u.op is UOps.DEFINE_ACC}
+  assert not any(set(u.src) & defined_inside for u in outside)
+
+
+def test_nested_group_reduce_needed_by_every_thread_is_outside_the_block() -> None:
+  """max(x) is needed by every thread for its partial sum of exp2(x - max) and also stored: its partials are combined
+  before the block (by every thread), the sum's inside it; both stores are in the block."""
+  ast, _, _ = _softmax_stats_kernel()
+  uops = Kernel(ast, PythonRenderer()).apply_opts([Opt(OptOps.GROUP, 1, 4), Opt(OptOps.UPCAST, 0, 2)]).linearize()
+  start, end = _if_block(uops)
+  barriers = [n for n, u in enumerate(uops) if u.op is UOps.BARRIER]
+  assert len(barriers) == 2 and all(n < start for n in barriers)
+  locals_read_outside = {ld.src[0] for ld in _local_loads(uops[:start])}
+  locals_read_inside = {ld.src[0] for ld in _local_loads(uops[start:end])}
+  assert len(locals_read_outside) == len(locals_read_inside) == 1 and locals_read_outside != locals_read_inside
+  max_stores = [u for u in uops[start:end] if u.op is UOps.STORE and u.src[0].op is UOps.DEFINE_GLOBAL and u.src[0].arg == 1]
+  accs = {u.arg: n for n, u in enumerate(uops) if u.op is UOps.DEFINE_ACC}
+  assert len(max_stores) == 2 and all(accs[s.src[2]] < start for s in max_stores), "the stored max is computed before the block"
+
+
+def test_no_if_block_without_group() -> None:
+  for name in CASES:
+    ast, _ = _build(name)
+    k = Kernel(ast, PythonRenderer())
+    for opt in [Opt(OptOps.LOCAL, 0, 2), Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UNROLL, len(k.full_shape) - 1, 2)]:
+      with contextlib.suppress(KernelOptError):
+        k.apply_opt(opt)
+    ops = {u.op for u in k.linearize()}
+    assert UOps.IF not in ops and UOps.ENDIF not in ops, name
+
+
+def _realize_with(t: Tensor, opts: list[Opt]) -> np.ndarray:
+  """Run the kernels of `t` with `opts` applied to its reduce kernel (the others unoptimized)."""
+  sched = create_schedule([t.lazydata])
+  for si in sched:
+    k = Kernel(si.ast, Device[Device.DEFAULT].renderer)
+    if k.reduceop is not None:
+      k.apply_opts(opts)
+    CompiledRunner(k.to_program())([b.ensure_allocated() for b in si.bufs], {})
+  out = sched[-1].bufs[0]
+  return np.frombuffer(out.as_buffer(), dtype=out.dtype.np).reshape(t.shape)
+
+
+def _softmax(a: np.ndarray) -> np.ndarray:
+  e = np.exp(a - a.max(1, keepdims=True))
+  return e / e.sum(1, keepdims=True)  # type: ignore[no-any-return]
+
+
+REDUCTIONS: dict[str, tuple[Callable[[Tensor], Tensor], Callable[[np.ndarray], np.ndarray]]] = {
+  "sum": (lambda t: t.sum(-1), lambda a: a.sum(-1)), "max": (lambda t: t.max(-1), lambda a: a.max(-1)),
+  "mean": (lambda t: t.mean(-1), lambda a: a.mean(-1)), "mean_first_axis": (lambda t: t.mean(0), lambda a: a.mean(0)),
+  "var": (lambda t: t.var(1), lambda a: a.var(1, ddof=1)),  # a mean inside a sum of squares: two group reductions
+  "softmax": (lambda t: t.softmax(1), _softmax),  # a max inside a sum of exps
+}
+G, GT, L, U, N_ = OptOps.GROUP, OptOps.GROUPTOP, OptOps.LOCAL, OptOps.UPCAST, OptOps.UNROLL
+GROUP_CASES = [  # (reduction, shape, dtype, opts); each opt's axis counts the full shape as the opts before it left it
+  ("sum", (4, 64), np.float32, [Opt(G, 1, 16)]),
+  ("sum", (4, 64), np.float32, [Opt(GT, 1, 32)]),
+  ("sum", (4, 64), np.float32, [Opt(GT, 1, 8), Opt(L, 0, 2), Opt(U, 0, 2)]),
+  ("sum", (256,), np.float32, [Opt(GT, 0, 64), Opt(N_, 0, 4)]),
+  ("sum", (5, 48), np.int32, [Opt(G, 1, 16), Opt(L, 0, 5)]),
+  ("max", (3, 5, 32), np.float32, [Opt(GT, 2, 8), Opt(L, 1, 5)]),
+  ("max", (6, 64), np.float32, [Opt(OptOps.PADTO, 0, 4), Opt(U, 0, 4), Opt(G, 2, 8)]),  # padded outputs: predicated stores in the block
+  ("mean_first_axis", (32, 6), np.float32, [Opt(G, 0, 8), Opt(L, 2, 2), Opt(U, 2, 3)]),  # group axes before local ones
+  ("mean", (2, 3, 128), np.float32, [Opt(GT, 2, 16), Opt(U, 1, 3), Opt(N_, 3, 2)]),
+  ("var", (8, 64), np.float32, [Opt(G, 1, 16)]),
+  ("var", (8, 64), np.float32, [Opt(GT, 1, 8), Opt(L, 0, 2), Opt(U, 0, 2)]),
+  ("softmax", (8, 64), np.float32, [Opt(G, 1, 4)]),
+  ("softmax", (8, 64), np.float32, [Opt(GT, 1, 16), Opt(L, 0, 4)]),
+]
+
+
+@pytest.mark.skipif(not Device[Device.DEFAULT].renderer.has_local, reason="the device has no workgroups with local memory")
+@pytest.mark.parametrize("reduction, shape, dtype, opts", GROUP_CASES, ids=[f"{c[0]}-{'x'.join(map(str, c[1]))}-{c[2].__name__}-" +
+                                                                            "-".join(f"{o.op.name}{o.amt}" for o in c[3]) for c in GROUP_CASES])
+def test_group_reduce_matches_numpy(reduction: str, shape: tuple[int, ...], dtype: type, opts: list[Opt]) -> None:
+  xs = (rng.integers(-50, 50, shape) if dtype is np.int32 else rng.standard_normal(shape)).astype(dtype)
+  fn, ref = REDUCTIONS[reduction]
+  np.testing.assert_allclose(_realize_with(fn(Tensor(xs)), opts), ref(xs), rtol=1e-5, atol=1e-6)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tg.codegen.uops import UOp, UOps
+from tg.codegen.uops import UOp, UOps, store_valid
 from tg.dtype import DType, PtrDType, dtypes
 from tg.ops import BinaryOps, UnaryOps
 from tg.renderer import Renderer
@@ -61,6 +61,7 @@ class _KernelWriter:
     self.r: dict[UOp, str] = {}
     self.acc: dict[UOp, str] = {}  # DEFINE_ACC (and the REDUCE it stands for) -> its alloca
     self.loops: dict[UOp, tuple[str, str, str]] = {}  # RANGE -> (counter alloca, header label, exit label)
+    self.ifs: dict[UOp, str] = {}  # an open IF -> the label after its block
     self.bounds: dict[UOp, tuple[Any, Any]] = {}
     self.args: list[str] = []
     self.split = loop_to_split(uops)
@@ -155,11 +156,25 @@ class _KernelWriter:
     self.b.start_block(end)
     return self.b.value(f"phi {t} [ {x}, %{whole} ], [ {y}, %{part} ]")
 
-  def gated_store(self, u: UOp) -> None:
+  def gated_store(self, u: UOp, valid: UOp) -> None:
     then, end = self.b.label("store"), self.b.label("stored")
-    self.b.emit(f"br i1 {self.val(u.src[3])}, label %{then}, label %{end}")
+    self.b.emit(f"br i1 {self.val(valid)}, label %{then}, label %{end}")
     self.b.start_block(then)
     self.store(*u.src[:3])
+    self.b.emit(f"br label %{end}")
+    self.b.start_block(end)
+
+  # ---------- IF blocks ----------
+  def open_if(self, u: UOp) -> None:
+    """Branch to the block or past it. Nothing defined in the block is used after it (the linearizer sees to that),
+    so the merge block needs no phis."""
+    then, end = self.b.label("then"), self.b.label("endif")
+    self.b.emit(f"br i1 {self.val(u.src[0])}, label %{then}, label %{end}")
+    self.b.start_block(then)
+    self.ifs[u] = end
+
+  def close_if(self, u: UOp) -> None:
+    end = self.ifs.pop(u)
     self.b.emit(f"br label %{end}")
     self.b.start_block(end)
 
@@ -212,11 +227,15 @@ class _KernelWriter:
         self.r[u] = self.load(u.src[0], u.src[1], dt)
       else:
         raise NotImplementedError("LLVM has no local memory: a LOAD after a BARRIER can't be rendered")
+    elif u.op is UOps.IF:
+      self.open_if(u)
+    elif u.op is UOps.ENDIF:
+      self.close_if(u.src[0])
     elif u.op is UOps.STORE:
-      if len(u.src) == 4:
-        self.gated_store(u)
+      if (valid := store_valid(u)) is not None:
+        self.gated_store(u, valid)
       else:
-        self.store(*u.src)
+        self.store(*u.src[:3])
     elif u.op is UOps.DEFINE_ACC:
       assert dt is not None
       self.acc[u] = self.acc[u.arg] = b.alloca(ll_type(dt))  # after its loops, the REDUCE's value is this accumulator

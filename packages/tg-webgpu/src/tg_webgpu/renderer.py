@@ -14,7 +14,7 @@ with everyone else's). float16 is WGSL's f16 where the adapter has shader-f16; f
 """
 from __future__ import annotations
 
-from tg.codegen.uops import UOp, UOps
+from tg.codegen.uops import UOp, UOps, store_valid
 from tg.dtype import DType, PtrDType, dtypes
 from tg.ops import exec_alu
 from tg.renderer import Renderer
@@ -169,11 +169,17 @@ class _KernelText:
         self.line(f"if ({r[u.src[2]]}) {{ {v} = {val}; }}")
       else:
         self.line(f"let {self.ssa('val', u)} = {val};")
+    elif op is UOps.IF:  # threads branch apart here: the block holds no barrier, so barriers stay in uniform control flow
+      self.line(f"if ({r[u.src[0]]}) {{")
+      self.depth += 1
+    elif op is UOps.ENDIF:
+      self.depth -= 1
+      self.line("}")
     elif op is UOps.STORE:
       val_dt = u.src[2].dtype
       assert val_dt is not None
       st = self.store(u.src[0], r[u.src[1]], r[u.src[2]], val_dt)
-      self.line(st if len(u.src) == 3 else f"if ({r[u.src[3]]}) {{ {st} }}")
+      self.line(st if (valid := store_valid(u)) is None else f"if ({r[valid]}) {{ {st} }}")
     elif op is UOps.DEFINE_ACC:
       assert dt is not None
       self.line(f"var {self.ssa('acc', u)}: {wgsl.reg_type(dt)} = {r[u.src[0]]};")

@@ -6,8 +6,8 @@ Optimizations reshape the kernel's iteration space without changing what it comp
   PADTO(axis, n)   pad an output axis up to a multiple of n (the padding is computed, never stored)
   LOCAL(axis, n)   split n off an output axis into the workgroup: n threads of one workgroup share it
   GROUP(axis, n)   split n off a reduce axis across the threads of a workgroup: each thread reduces its share,
-                   the partial results meet in local memory after a barrier (neighbouring threads read
-                   neighbouring elements on every step: coalesced loads)
+                   the partial results meet in local memory after a barrier, where the group's first thread
+                   combines them (neighbouring threads read neighbouring elements on every step: coalesced loads)
   GROUPTOP(axis, n) the same with the n taken off the top: each thread reduces one contiguous run
   BLOCK(axis, n)   loop blocking for caches: split n off an output axis and iterate it innermost among the output
                    loops, so a block of n rows (or tiles) sweeps the other output axes while its inputs stay in cache
@@ -26,7 +26,7 @@ from enum import Enum, auto
 from tg.codegen.devectorize import devectorize
 from tg.codegen.linearize import linearize
 from tg.codegen.loop_collapse import collapse_loops
-from tg.codegen.lowerer import GLOBAL, GROUP, LOCAL, REDUCE, UNROLL, UPCAST, Lowerer, default_axis_kinds, full_shape, kernel_stores, nested_reduces
+from tg.codegen.lowerer import GLOBAL, GROUP, LOCAL, REDUCE, UNROLL, UPCAST, Lowerer, default_axis_kinds, full_shape, kernel_stores
 from tg.codegen.transcendental import rewrite_transcendentals
 from tg.codegen.uops import UOp, UOps
 from tg.helpers import DEBUG, getenv, prod, to_function_name
@@ -190,8 +190,6 @@ class Kernel:
     if threads > r.local_max_threads:
       raise KernelOptError(f"{opt}: {threads} threads in a workgroup is more than the device's {r.local_max_threads}")
     if opt.op in (OptOps.GROUP, OptOps.GROUPTOP):
-      if nested_reduces(self.ast):
-        raise KernelOptError(f"{opt}: a reduction inside another one can't be shared by a workgroup yet")
       reduces = [op for op in self.ast.lazyops() if isinstance(op.op, ReduceOps)]
       upcasts = prod(s for s, k in zip(self.full_shape, self.kinds) if k == UPCAST and isinstance(s, int))
       smem = sum(op.dtype.itemsize for op in set(reduces)) * threads * upcasts
@@ -271,8 +269,9 @@ class Kernel:
     if reduce_axes and isinstance(outputs, int) and outputs <= 2048:
       r = max(reduce_axes, key=lambda i: shape[i])  # type: ignore[arg-type,return-value]
       if shape[r] >= 256:  # type: ignore[operator]
-        # every thread of the group combines all the group's partials after the barrier (no IF in the IR yet): that
-        # costs group^2 per workgroup, so the group stays small
+        # after the barrier the group's first thread combines its partials alone (an IF block): a serial loop of
+        # `group` steps, so a bigger group shortens each thread's share but lengthens that loop. 32 and 16 date from
+        # when every thread ran the loop; they stay until a GPU measures better (none here: PYTHON only checks them)
         any(self._try(Opt(OptOps.GROUPTOP, r, amt)) for amt in (32, 16))
     elif reduce_axes:
       sts = [op.arg.st for op in self.ast.lazyops() if op.op is BufferOps.LOAD]

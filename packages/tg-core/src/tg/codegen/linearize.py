@@ -6,8 +6,15 @@ before its loops, an ASSIGN inside them and an ENDRANGE after. Before a reduce's
 of its input that don't depend on them are emitted outside, so loop-invariant work is hoisted and
 every value is defined in a scope that encloses all its uses (which C-family languages require).
 A DEFINE_ACC's arg is its REDUCE: after the loops, uses of the REDUCE mean the accumulator.
+
+A STORE that references an IF goes in that IF's block (IF ... ENDIF, inside the output loops). Every other store and
+the IF's own sources (its condition, the barriers it follows) are emitted first, so what is left for the block is
+only what its stores need: a value also used outside exists before the block, and nothing defined in the block is
+used after it. A value that several blocks need is computed before the first of them.
 """
 from __future__ import annotations
+
+from collections import Counter
 
 from tg.codegen.uops import UOp, UOps
 from tg.dtype import dtypes
@@ -86,8 +93,26 @@ def linearize(sink: UOp) -> list[UOp]:
     emit(u)
   for r in outer:
     visit(r)
-  visit(sink)
-  program.pop()  # the SINK itself is not an instruction
+  blocks: dict[UOp, list[UOp]] = {}  # IF -> the stores in its block
+  for st in sink.src:
+    if st.src[-1].op is UOps.IF:
+      blocks.setdefault(st.src[-1], []).append(st)
+    else:
+      visit(st)
+  for b in blocks:
+    assert ranges_of(b) <= set(outer), "an IF block can't open inside a reduce loop"
+    for x in (*b.src[1:], b.src[0]):  # the barriers in order, then the condition, right before the block
+      visit(x)
+  if len(blocks) > 1:  # what several blocks need comes first (a loop's body is emitted with its REDUCE, not alone)
+    needs = Counter(x for sts in blocks.values() for x in set().union(*(st.toposort() for st in sts)))
+    for x in graph:
+      if needs[x] > 1 and x.op is not UOps.RANGE and ranges_of(x) <= done:
+        visit(x)
+  for b, sts in blocks.items():
+    emit(b)
+    for st in sts:
+      visit(st)
+    emit(UOp(UOps.ENDIF, None, (b,)))
   for r in reversed(outer):
     emit(UOp(UOps.ENDRANGE, None, (r,)))
   return program

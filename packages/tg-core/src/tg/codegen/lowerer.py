@@ -250,7 +250,7 @@ class Lowerer:
       self.reduce_ranges.append(UOp(UOps.RANGE, i32, (UOp.const(i32, 0), node_to_uop(size, self.ctx)), (1000 + len(self.reduce_ranges), True)))
       self.reduce_vars.append(var)
       self.ctx[var] = self.reduce_ranges[-1]
-    stores = []
+    stores: list[UOp] = []
     for store in kernel_stores(self.ast):  # several outputs share the loops and every common subexpression
       st: ShapeTracker = store.arg.st
       out_shape = tuple(1 if k in (REDUCE, UNROLL, GROUP) else s for s, k in zip(self.full_shape, self.kinds))
@@ -262,6 +262,11 @@ class Lowerer:
         if self.emulate_bf16 and store.arg.dtype == dtypes.bfloat16:
           val = _float_to_bf16_bits(val).cast(dtypes.uint16)
         stores.extend(self._store(store.arg, st, out_idxs, val))
+    if self.group_partials:  # a group's result is stored once, by its first thread (see _group_reduce)
+      first = node_to_uop(self._group_lin(), self.ctx).lt(1)
+      # the block follows every barrier: a barrier must be reached by all of the group's threads
+      block = UOp(UOps.IF, None, (first, *(barrier for _, barrier, _ in self.group_partials.values())))
+      stores = [UOp(UOps.STORE, None, s.src + (block,)) for s in stores]
     return UOp(UOps.SINK, None, tuple(stores))
 
   def _element(self, mb: MemBuffer) -> DType:
@@ -299,8 +304,6 @@ class Lowerer:
 
   def _store_at(self, buf: UOp, nidx: Node, nvalid: Node, val: UOp) -> list[UOp]:
     valid = node_to_uop(nvalid, self.ctx).cast(dtypes.bool)
-    if any(k == GROUP for k in self.kinds):  # every thread of a group holds the result: the first one stores it
-      valid = valid.logical_and(node_to_uop(self._group_lin(), self.ctx).lt(1))
     if valid.op is UOps.CONST and not valid.arg:
       return []  # an unrolled copy that lands wholly in padding (PADTO) stores nothing
     return [UOp(UOps.STORE, None, (buf, node_to_uop(nidx, self.ctx), val) + (() if valid.op is UOps.CONST else (valid,)))]
@@ -341,24 +344,30 @@ class Lowerer:
     return self._axes_lin((GROUP,))
 
   def _group_reduce(self, op: LazyOp, idxs: list[Node]) -> UOp:
-    """A reduction shared by the threads of a workgroup (GROUP axes): each thread reduces its share, writes it to
-    local memory, and after a barrier every thread combines its group's partials. All upcast copies are written
-    before the one barrier, so the barrier is the same node whichever copy is being lowered."""
+    """A reduction shared by the threads of a workgroup (GROUP axes): each thread reduces its share and writes it to
+    local memory; after a barrier, a loop combines the group's partials. All upcast copies are written before the
+    one barrier, so the barrier is the same node whichever copy is being lowered.
+
+    Where only the kernel's stores need the result, the combining loop runs in the IF block of the group's first
+    thread (see lower()); a reduction nested in another's input is needed by every thread for its own partial,
+    so every thread combines that one, before the block."""
     alu = REDUCE_ALU[op.op]
     upcasts = self._combos(UPCAST)
     group = prod(s for s, k in zip(self.full_shape, self.kinds) if k == GROUP)
     threads = prod(s for s, k in zip(self.full_shape, self.kinds) if k in (LOCAL, GROUP))
     assert isinstance(group, int) and isinstance(threads, int)
     dt = self.vdt(op.dtype)
-    key = (op, tuple(i for i, k in zip(idxs, self.kinds) if k != UPCAST))
+    # its value depends only on the output position (global and local axes): lowered again, for another unrolled
+    # copy of the reduction it is nested in or because it is also stored, it is the same reduction
+    key = (op, tuple(i for i, k in zip(idxs, self.kinds) if k in (GLOBAL, LOCAL)))
     if key not in self.group_partials:
-      n = len(self.group_partials)
-      local = UOp(UOps.DEFINE_LOCAL, dt.ptr(), (), (f"temp{n}", threads * len(upcasts)))
       thread = self._axes_lin((LOCAL,)) * group + self._group_lin()  # a LOCAL thread's group partials are one run
-      stores = []
-      for c, upcast in enumerate(upcasts):
-        partial = self._reduce(op, [upcast.get(i, x) if k == UPCAST else x for i, (x, k) in enumerate(zip(idxs, self.kinds))])
-        stores.append(UOp(UOps.STORE, None, (local, node_to_uop(thread + c * threads, self.ctx), partial)))
+      partials = []
+      for upcast in upcasts:
+        partials.append(self._reduce(op, [upcast.get(i, x) if k == UPCAST else x for i, (x, k) in enumerate(zip(idxs, self.kinds))]))
+      n = len(self.group_partials)  # after the partials: a reduction nested in this one has taken its number
+      local = UOp(UOps.DEFINE_LOCAL, dt.ptr(), (), (f"temp{n}", threads * len(upcasts)))
+      stores = [UOp(UOps.STORE, None, (local, node_to_uop(thread + c * threads, self.ctx), p)) for c, p in enumerate(partials)]
       barrier = UOp(UOps.BARRIER, None, tuple(stores))
       self.group_partials[key] = (local, barrier, n)
     local, barrier, n = self.group_partials[key]

@@ -29,7 +29,11 @@ class UOps(Enum):
                           # after a BARRIER; buf is a DEFINE_GLOBAL or a DEFINE_LOCAL. A vector dtype loads dtype.count
                           # consecutive elements from idx on; valid is one bool for all of them, or a VECTORIZE of one
                           # bool per lane (Renderer.masked_vector_loads)
-  STORE = auto()          # src = (buf, idx, val) or (buf, idx, val, valid); a vector val stores consecutive elements
+  STORE = auto()          # src = (buf, idx, val) or (buf, idx, val, valid), then optionally the IF whose block it is in;
+                          # a vector val stores consecutive elements
+  IF = auto()             # src = (condition, *barriers): a block of code that only threads whose condition holds run. Its
+                          # stores reference it; it follows the barriers (which every thread must reach: none is inside)
+  ENDIF = auto()          # linear program only: src = (the IF,)
   ALU = auto()            # arg = UnaryOps/BinaryOps/TernaryOps; on vectors (dtype.count > 1) lane by lane, every source
                           # a vector of the same count
   CAST = auto()
@@ -310,6 +314,11 @@ def fold(u: UOp) -> UOp:
   if u.arg is TernaryOps.WHERE and _is_const(a):
     return u.src[1] if (a.src[0] if _is_broadcast(a) else a).arg else u.src[2]
   return u
+
+
+def store_valid(store: UOp) -> UOp | None:
+  """The predicate of a STORE (None: it always stores). An IF among its sources is the block it is in, not a predicate."""
+  return next((s for s in store.src[3:] if s.op is not UOps.IF), None)
 
 
 def ptr(dtype: DType) -> PtrDType:

@@ -2,7 +2,9 @@
 
 It runs like a GPU: one "lane" per thread (every workgroup's every thread, from the SPECIAL gidx/lidx ids),
 every instruction applied to all lanes at once, loops (RANGE) shared by all lanes. As all lanes move in
-lockstep, a BARRIER has nothing to wait for; local memory (DEFINE_LOCAL) is one array per workgroup.
+lockstep, a BARRIER has nothing to wait for; local memory (DEFINE_LOCAL) is one array per workgroup. Inside an
+IF block only the lanes whose condition holds are active (a stack of lane masks): the others still compute, as
+a GPU's masked-off lanes do, but load and store nothing and keep their accumulators. Loop bounds are uniform.
 The "source" is the linear program itself, serialized; the meaning of each ALU op is `tg.ops.exec_alu`,
 the same function constant folding uses.
 """
@@ -96,10 +98,12 @@ class PythonProgram:
     mvs = [memoryview(b).cast("B") for b in bufs]
     v: dict[int, list[Any]] = {}
     buf_of: dict[int, tuple[memoryview, DType]] = {}
+    masks = [[True] * n]  # the active lanes: one mask per open IF block, the innermost last
     pc, n_vars = 0, 0
     prog = self.uops
     while pc < len(prog):
       op, dt, src, arg = prog[pc]
+      on = masks[-1]
       if op == "DEFINE_GLOBAL":
         assert isinstance(dt, PtrDType)
         buf_of[pc] = (mvs[arg].cast(_fmt(dt.base)), dt.base)
@@ -126,33 +130,42 @@ class PythonProgram:
           v[rpc] = [nxt] * n
           pc = rpc + 1
           continue
+      elif op == "IF":
+        masks.append([a and bool(c) for a, c in zip(on, v[src[0]])])
+      elif op == "ENDIF":
+        masks.pop()
       elif op == "LOAD" and len(buf_of[src[0]]) == 3:  # local memory: offset by the lane's workgroup
         lmem, _, size = buf_of[src[0]]  # type: ignore[misc]
-        v[pc] = [lmem[g * size + i] for g, i in zip(local_base, v[src[1]])]
-      elif op == "STORE" and len(buf_of[src[0]]) == 3:
-        lmem, _, size = buf_of[src[0]]  # type: ignore[misc]
-        for lane, (i, x) in enumerate(zip(v[src[1]], v[src[2]])):
-          if len(src) == 3 or v[src[3]][lane]:
-            lmem[local_base[lane] * size + i] = x
+        v[pc] = [lmem[g * size + i] if a else 0 for g, i, a in zip(local_base, v[src[1]], on)]
       elif op == "LOAD":
         assert dt is not None
         buf, bdt = buf_of[src[0]]
-        load = _load if dt.count == 1 else lambda buf, bdt, i, n=dt.count: tuple(_load(buf, bdt, i + k) for k in range(n))
-        idxs = v[src[1]]
-        if len(src) == 4 and prog[src[2]][1] != dtypes.bool:  # a vector load's mask: one bool per element
-          v[pc] = [tuple(_load(buf, bdt, i + k) if ok else a for k, (ok, a) in enumerate(zip(oks, alts)))
-                   for i, oks, alts in zip(idxs, v[src[2]], v[src[3]])]
-        elif len(src) == 4:
-          valid, alt = v[src[2]], v[src[3]]
-          v[pc] = [load(buf, bdt, i) if ok else a for i, ok, a in zip(idxs, valid, alt)]
-        else:
-          v[pc] = [load(buf, bdt, i) for i in idxs]
+        count, idxs = dt.count, v[src[1]]
+        zero = (0,) * count if count > 1 else 0
+        valid, alt = (v[src[2]], v[src[3]]) if len(src) == 4 else ([True] * n, [zero] * n)
+
+        def read(i: int, ok: Any, other: Any) -> Any:
+          """One element, or a vector's consecutive elements; a vector's mask has one bool per element."""
+          if count == 1:
+            return _load(buf, bdt, i) if ok else other
+          oks = ok if isinstance(ok, tuple) else (ok,) * count
+          return tuple(_load(buf, bdt, i + k) if ok_k else o_k for k, (ok_k, o_k) in enumerate(zip(oks, other)))
+        # masked-off lanes (an IF's inactive threads) read nothing
+        v[pc] = [read(i, ok, other) if act else other for i, ok, other, act in zip(idxs, valid, alt, on)]
       elif op == "STORE":
-        buf, bdt = buf_of[src[0]]
-        for lane, (i, x) in enumerate(zip(v[src[1]], v[src[2]])):
-          if len(src) == 3 or v[src[3]][lane]:
+        gate = next((v[s] for s in src[3:] if prog[s][0] != "IF"), on)  # its predicate, if any (an IF is the block)
+        idxs, data = v[src[1]], v[src[2]]
+        writers = [lane for lane in range(n) if on[lane] and gate[lane]]
+        if len(buf_of[src[0]]) == 3:  # local memory: offset by the lane's workgroup
+          lmem, _, size = buf_of[src[0]]  # type: ignore[misc]
+          for lane in writers:
+            lmem[local_base[lane] * size + idxs[lane]] = data[lane]
+        else:
+          buf, bdt = buf_of[src[0]]
+          for lane in writers:
+            x = data[lane]
             for k, xk in enumerate(x if isinstance(x, tuple) else (x,)):  # a vector stores consecutive elements
-              _store(buf, bdt, i + k, xk)
+              _store(buf, bdt, idxs[lane] + k, xk)
       elif op == "ALU":
         assert dt is not None
         sdt = dt.scalar()
@@ -177,7 +190,7 @@ class PythonProgram:
       elif op == "DEFINE_ACC":
         v[pc] = list(v[src[0]])
       elif op == "ASSIGN":
-        v[src[0]] = v[src[1]]
+        v[src[0]] = v[src[1]] if len(masks) == 1 else [x if a else old for x, old, a in zip(v[src[1]], v[src[0]], on)]
       else:
         raise NotImplementedError(f"PYTHON can't interpret {op}")
       pc += 1

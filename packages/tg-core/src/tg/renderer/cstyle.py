@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from tg.codegen.uops import UOp, UOps
+from tg.codegen.uops import UOp, UOps, store_valid
 from tg.dtype import DType, PtrDType, dtypes
 from tg.ops import BinaryOps, Op, TernaryOps, UnaryOps
 from tg.renderer import Renderer
@@ -156,12 +156,18 @@ class CStyleLanguage(Renderer):
         line(f"{self.smem_prefix}{self.render_dtype(dt.base)} {u.arg[0]}[{u.arg[1]}];")
       elif u.op is UOps.BARRIER:
         line(self.barrier)
+      elif u.op is UOps.IF:
+        line(f"if ({r[u.src[0]]}) {{")
+        depth += 1
+      elif u.op is UOps.ENDIF:
+        depth -= 1
+        line("}")
       elif u.op is UOps.STORE:
         vdt = u.src[2].dtype
         assert vdt is not None
         dst = f"{r[u.src[0]]}[{r[u.src[1]]}]" if vdt.count == 1 else f"*(({self.render_dtype(vdt)}*)({r[u.src[0]]}+{r[u.src[1]]}))"
         st = f"{dst} = {r[u.src[2]]};"
-        line(st if len(u.src) == 3 else f"if ({r[u.src[3]]}) {{ {st} }}")
+        line(st if (valid := store_valid(u)) is None else f"if ({r[valid]}) {{ {st} }}")
       elif u.op is UOps.DEFINE_ACC:
         assert dt is not None
         line(f"{self.render_dtype(dt)} {ssa('acc', u)} = {r[u.src[0]]};")
