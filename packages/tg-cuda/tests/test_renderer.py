@@ -50,8 +50,18 @@ def _bfloat16_max() -> Program:
   return _program(Tensor.empty(8, device=DEV, dtype=dtypes.bfloat16).maximum(Tensor.empty(8, device=DEV, dtype=dtypes.bfloat16)))
 
 
+def _matmul_float4() -> Program:  # 4 x 4 outputs per thread: B's rows and C's are float4 loads and stores
+  return _program(Tensor.empty(16, 32, device=DEV) @ Tensor.empty(32, 16, device=DEV), (Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 4)))
+
+
+def _matmul_tensor_core() -> Program:  # mma.sync m16n8k16: a warp per 16 x 8 tile, two K steps
+  return _program(Tensor.empty(32, 32, device=DEV, dtype=dtypes.float16) @ Tensor.empty(32, 16, device=DEV, dtype=dtypes.float16),
+                  (Opt(OptOps.TC, None, 0),))
+
+
 KERNELS: dict[str, Callable[[], Program]] = {"add": _add, "sum_rows": _sum_rows, "sum_rows_grouped": _sum_rows_grouped,
-                                             "symbolic": _symbolic, "half_exp": _half_exp, "bfloat16_max": _bfloat16_max}
+                                             "symbolic": _symbolic, "half_exp": _half_exp, "bfloat16_max": _bfloat16_max,
+                                             "matmul_float4": _matmul_float4, "matmul_tensor_core": _matmul_tensor_core}
 
 
 @pytest.mark.parametrize("name", list(KERNELS))
@@ -86,3 +96,22 @@ def test_only_read_buffers_are_const() -> None:
   src = _add().src
   assert "float* __restrict__ data0" in src and "const float* __restrict__ data0" not in src
   assert "const float* __restrict__ data1" in src and "const float* __restrict__ data2" in src
+
+
+def test_float4_loads_and_stores() -> None:
+  src = _matmul_float4().src
+  assert "float4 val" in src and "*((float4*)(data2+" in src, "B's row is one float4 load"
+  assert "*((float4*)(data0+" in src and "make_float4(" in src, "C's rows are float4 stores"
+
+
+def test_tensor_core_kernel_is_mma_sync_in_ptx() -> None:
+  from tg_cuda.bundle import CUDABinary
+  p = _matmul_tensor_core()
+  assert p.local_size == (32,) and '#include "tg_mma.h"' in p.src and "__tg_mma_m16n8k16_f16_f32(" in p.src
+  ptx = CUDABinary.unpack(CUDACompiler("sm_80").compile(p.src)).ptx
+  assert b"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
+
+
+def test_tensor_cores_need_sm80() -> None:
+  assert CUDARenderer("sm_80").tensor_cores and CUDARenderer("sm_90a").tensor_cores
+  assert not CUDARenderer("sm_75").tensor_cores

@@ -40,7 +40,7 @@ def tg_device_priority(device: str) -> int | None:
 
 @hookimpl
 def tg_renderer(device: str) -> Renderer | None:
-  return CUDARenderer() if device == DEVICE else None
+  return CUDARenderer(get_driver().arch) if device == DEVICE else None
 
 
 @hookimpl

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tg.codegen.tensor_core import MMA_M16N8K16_F16_F32
 from tg.codegen.uops import UOp, UOps
 from tg.dtype import DType, PtrDType, dtypes
 from tg.helpers import prod
@@ -30,7 +31,6 @@ class CUDARenderer(CStyleLanguage):
   local_max = (1024, 1024, 64)
   local_max_threads = 1024
   shared_max = 48 * 1024
-  tensor_cores = ()         # mma (sm_80+) is a later step
   # float2/float4 loads and stores (one 8- or 16-byte memory transaction per thread); CUDA C has no vector arithmetic,
   # so core does the math lane by lane. The index must be a multiple of the width: every compute buffer starts at
   # its allocation (cuMemAlloc aligns to 256 bytes; only storage devices hand out views at an offset)
@@ -47,6 +47,11 @@ class CUDARenderer(CStyleLanguage):
   code_for_op = {**CStyleLanguage.code_for_op, UnaryOps.EXP2: _math("exp2"), UnaryOps.LOG2: _math("log2"),
                  UnaryOps.SIN: _math("sin"), UnaryOps.SQRT: _math("sqrt")}
 
+  def __init__(self, arch: str = "sm_80") -> None:
+    # mma.sync m16n8k16 with f16 inputs needs sm_80 (Ampere) or newer (include/tg_mma.h)
+    self.arch = arch
+    self.tensor_cores = (MMA_M16N8K16_F16_F32,) if int(arch.removeprefix("sm_").rstrip("af")) >= 80 else ()
+
   def render(self, name: str, uops: list[UOp]) -> str:
     specials = [u for u in uops if u.op is UOps.SPECIAL]
     grid = [u for u in specials if u.arg[0].startswith("gidx")]
@@ -62,6 +67,8 @@ class CUDARenderer(CStyleLanguage):
     self._stored = {u.src[0] for u in uops if u.op is UOps.STORE and u.src[0].op is UOps.DEFINE_GLOBAL}
     dts = {u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype for u in uops}
     self._includes = [f'#include "{h}"\n' for dt, h in ((dtypes.float16, "tg_fp16.h"), (dtypes.bfloat16, "tg_bf16.h")) if dt in dts]
+    if any(u.op is UOps.WMMA for u in uops):
+      self._includes.append('#include "tg_mma.h"\n')
     return super().render(name, uops)
 
   def keeps_vector(self, u: UOp) -> bool:
@@ -72,6 +79,10 @@ class CUDARenderer(CStyleLanguage):
 
   def render_gep(self, x: str, i: int, dt: DType) -> str:
     return f"{x}.{'xyzw'[i]}"
+
+  def render_wmma(self, name: str, args: list[str]) -> str:
+    assert name == MMA_M16N8K16_F16_F32.name, f"CUDA renders no tensor core {name}"
+    return f"__tg_{name}({', '.join(args)})"
 
   def render_special(self, u: UOp) -> str:
     kind, dim, _ = u.arg

@@ -12,7 +12,10 @@ Optimizations reshape the kernel's iteration space without changing what it comp
   BLOCK(axis, n)   loop blocking for caches: split n off an output axis and iterate it innermost among the output
                    loops, so a block of n rows (or tiles) sweeps the other output axes while its inputs stay in cache
   NOLOCALS         promise not to use locals (the heuristics then add none)
-  TC               tensor cores: refused, no renderer declares them yet
+  TC(None, i)      tensor cores: the renderer's i-th tensor core (amt) computes the kernel's matmul, a warp per output tile:
+                   M, N and K of the tile are split off an output axis only A varies along, one only B varies along
+                   and a reduce axis. Needs a sum of products of the tensor core's input dtype into its output dtype,
+                   tile-divisible sizes, and comes first; after it only UPCAST applies
 LOCAL, GROUP and GROUPTOP need a renderer with workgroups and local memory (`has_local`).
 Axis numbers count the kernel's full shape (see `Kernel.full_shape`; the unrolled axes an opt adds go last
 inside their group, so earlier axis numbers stay valid). A bad action raises KernelOptError; it never
@@ -26,11 +29,12 @@ from enum import Enum, auto
 from tg.codegen.devectorize import devectorize
 from tg.codegen.linearize import linearize
 from tg.codegen.loop_collapse import collapse_loops
-from tg.codegen.lowerer import GLOBAL, GROUP, LOCAL, REDUCE, UNROLL, UPCAST, Lowerer, default_axis_kinds, full_shape, kernel_stores
+from tg.codegen.lowerer import GLOBAL, GROUP, LOCAL, REDUCE, TC, UNROLL, UPCAST, Lowerer, default_axis_kinds, full_shape, kernel_stores
+from tg.codegen.tensor_core import TensorCorePlan, operand_as
 from tg.codegen.transcendental import rewrite_transcendentals
 from tg.codegen.uops import UOp, UOps
 from tg.helpers import DEBUG, getenv, prod, to_function_name
-from tg.ops import BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps
+from tg.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, UnaryOps
 from tg.renderer import Program, Renderer
 from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import Node, sint
@@ -57,7 +61,7 @@ class KernelOptError(ValueError):
   pass
 
 
-AXIS_KIND_NAMES = {GLOBAL: "global", REDUCE: "reduce", UPCAST: "upcast", UNROLL: "unroll", LOCAL: "local", GROUP: "group"}
+AXIS_KIND_NAMES = {GLOBAL: "global", REDUCE: "reduce", UPCAST: "upcast", UNROLL: "unroll", LOCAL: "local", GROUP: "group", TC: "tensor-core"}
 
 
 def _map_sts(ast: LazyOp, fxn: object) -> LazyOp:
@@ -78,6 +82,7 @@ class Kernel:
     self.ast, self.renderer = ast, renderer
     self.kinds: tuple[str, ...] = default_axis_kinds(ast)
     self.applied_opts: list[Opt] = []
+    self.tc: TensorCorePlan | None = None
 
   @property
   def full_shape(self) -> tuple[sint, ...]:
@@ -95,7 +100,7 @@ class Kernel:
 
   def copy(self) -> Kernel:
     ret = Kernel.__new__(Kernel)
-    ret.ast, ret.renderer, ret.kinds, ret.applied_opts = self.ast, self.renderer, self.kinds, list(self.applied_opts)
+    ret.ast, ret.renderer, ret.kinds, ret.applied_opts, ret.tc = self.ast, self.renderer, self.kinds, list(self.applied_opts), self.tc
     return ret
 
   # ---------- optimizations ----------
@@ -113,9 +118,13 @@ class Kernel:
       return st.permute(tuple(order))
     self.ast = _map_sts(self.ast, split)
     if (r := self.reduceop) is not None:  # the reduce's axes move along, and a split-off reduce axis is reduced too
-      axes = tuple(a + (a > axis) for a in r.arg) + ((axis + 1,) if new_kind in (UNROLL, GROUP) else ())
+      reduced = new_kind in (UNROLL, GROUP) or (new_kind == TC and self.kinds[axis] == REDUCE)
+      axes = tuple(a + (a > axis) for a in r.arg) + ((axis + 1,) if reduced else ())
       self.ast = _replace(self.ast, r, LazyOp(r.op, r.src, tuple(sorted(axes))))
     self.kinds = self.kinds[:axis + 1] + (new_kind,) + self.kinds[axis + 1:]
+    if self.tc is not None:  # the tile axes after the split one move up by one
+      t = self.tc
+      self.tc = TensorCorePlan(t.tc, t.m + (t.m > axis), t.n + (t.n > axis), t.k + (t.k > axis), t.a_first)
 
   def _block(self, axis: int, amt: int) -> None:
     """Split `amt` off global `axis` and move that inner part after the last global axis (loops nest in axis order)."""
@@ -130,11 +139,14 @@ class Kernel:
 
   def apply_opt(self, opt: Opt) -> None:
     shape, kinds = self.full_shape, self.kinds
+    if self.tc is not None and opt.op is not OptOps.UPCAST:
+      raise KernelOptError(f"{opt}: a tensor-core kernel takes only UPCASTs after TC (its workgroup is the warp)")
     if opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.TC):
       if not (self.renderer.has_local and self.renderer.global_ids):
         raise KernelOptError(f"{opt}: renderer {type(self.renderer).__name__} has no workgroups with local memory")
       if opt.op is OptOps.TC:
-        raise KernelOptError(f"{opt}: renderer {type(self.renderer).__name__} declares no tensor cores")
+        self._apply_tc(opt)
+        return
       if OptOps.NOLOCALS in [o.op for o in self.applied_opts]:
         raise KernelOptError(f"{opt}: the kernel was promised NOLOCALS")
     if opt.op is OptOps.NOLOCALS:
@@ -182,6 +194,45 @@ class Kernel:
     else:
       self._check_workgroup(opt, amt)
     self._split(opt.axis, amt, new_kind, top=opt.op is OptOps.GROUPTOP)
+    self.applied_opts.append(opt)
+
+  def _apply_tc(self, opt: Opt) -> None:
+    r = self.renderer
+    if not r.tensor_cores:
+      raise KernelOptError(f"{opt}: renderer {type(r).__name__} declares no tensor cores")
+    if not 0 <= opt.amt < len(r.tensor_cores):
+      raise KernelOptError(f"{opt}: renderer {type(r).__name__} has {len(r.tensor_cores)} tensor cores, amt picks one of them")
+    if self.applied_opts:
+      raise KernelOptError(f"{opt}: TC must be the first opt, the tile axes are split from the unoptimized kernel")
+    tc = r.tensor_cores[opt.amt]
+    reduces = {op for op in self.ast.lazyops() if isinstance(op.op, ReduceOps)}
+    red = self.reduceop
+    if red is None or len(reduces) != 1 or red.op is not ReduceOps.SUM or red.dtype != tc.dtype_out:
+      raise KernelOptError(f"{opt}: {tc.name} needs one sum into {tc.dtype_out}")
+    mul = red.src[0].src[0] if red.src[0].op is UnaryOps.CAST else red.src[0]
+    if mul.op is not BinaryOps.MUL or any(operand_as(s, tc.dtype_in) is None for s in mul.src):
+      raise KernelOptError(f"{opt}: {tc.name} needs the sum of a product of two {tc.dtype_in} operands")
+
+    def varies(side: LazyOp, axis: int) -> bool:  # an operand moves along `axis` (masked views count as moving)
+      return any(op.arg.st.real_strides()[axis] != 0 for op in side.lazyops() if op.op is BufferOps.LOAD)
+
+    shape = self.full_shape
+    (m_size, n_size, k_size), plan = tc.dims, None
+    for a, b in ((mul.src[0], mul.src[1]), (mul.src[1], mul.src[0])):
+      ms = [i for i, k in enumerate(self.kinds) if k == GLOBAL and varies(a, i) and not varies(b, i) and _divides(m_size, shape[i])]
+      ns = [i for i, k in enumerate(self.kinds) if k == GLOBAL and varies(b, i) and not varies(a, i) and _divides(n_size, shape[i])]
+      ks = [i for i, k in enumerate(self.kinds) if k == REDUCE and varies(a, i) and varies(b, i) and _divides(k_size, shape[i])]
+      if ms and ns and ks:
+        plan = (ms[-1], ns[-1], ks[-1], a is mul.src[0])
+        break
+    if plan is None:
+      raise KernelOptError(f"{opt}: no output axes of sizes divisible by {m_size} and {n_size} that only one operand moves along, "
+                           f"or no reduce axis divisible by {k_size}, in the shape {shape}")
+    m, n, k, a_first = plan
+    for axis, amt in sorted(((m, m_size), (n, n_size), (k, k_size)), reverse=True):  # the highest first: lower numbers stay
+      self._split(axis, amt, TC)
+    inner = {x: x + 1 + sum(1 for y in (m, n, k) if y < x) for x in (m, n, k)}
+    self.tc = TensorCorePlan(tc, inner[m], inner[n], inner[k], a_first)
     self.applied_opts.append(opt)
 
   def _check_workgroup(self, opt: Opt, amt: int) -> None:
@@ -260,8 +311,11 @@ class Kernel:
     return sorted(picked, reverse=True)[:2]
 
   def _workgroup_heuristics(self) -> Kernel:
-    """For devices with workgroups: a reduction to few outputs is shared by a workgroup (GROUPTOP), a matmul-like
-    kernel computes a 4 x 4 tile per thread, and the output axes are spread over workgroups of up to 128 threads."""
+    """For devices with workgroups: a matmul of the tensor core's dtypes goes to the tensor core, a reduction to few
+    outputs is shared by a workgroup (GROUPTOP), a matmul-like kernel computes a 4 x 4 tile per thread, and the
+    output axes are spread over workgroups of up to 128 threads."""
+    if self.renderer.tensor_cores and getenv("TC", 1) and self._try(Opt(OptOps.TC, None, 0)):
+      return self  # a matmul of the tensor core's dtypes: one warp per tile
     shape = self.full_shape
     globals_ = [i for i, k in enumerate(self.kinds) if k == GLOBAL and isinstance(shape[i], int)]
     reduce_axes = [i for i, k in enumerate(self.kinds) if k == REDUCE and isinstance(shape[i], int)]
@@ -297,7 +351,7 @@ class Kernel:
     """The UPCAST axis to lower as vectors (see Lowerer): of a power-of-two size the renderer has vectors for, the
     one along which the most loads and stores are contiguous (a store counts twice: it is what a scatter costs most).
     None without one, for group reductions (their partials are scalars) and with VECTORIZE=0."""
-    if not self.renderer.vector_bytes or GROUP in self.kinds or not getenv("VECTORIZE", 1):
+    if not self.renderer.vector_bytes or GROUP in self.kinds or self.tc is not None or not getenv("VECTORIZE", 1):
       return None
     best, best_score = None, 0
     for i, (size, kind) in enumerate(zip(self.full_shape, self.kinds)):
@@ -311,14 +365,18 @@ class Kernel:
     return best
 
   def linearize(self) -> list[UOp]:
-    self.lowerer = Lowerer(self.ast, self.renderer, self.kinds, self.vector_axis())
+    self.lowerer = Lowerer(self.ast, self.renderer, self.kinds, self.vector_axis(), self.tc)
     sink = self.lowerer.lower()
     sink = collapse_loops(sink)  # arange-like sums of a masked constant become a count: no loop
     # vector operations the renderer can't write as such, and transcendentals it has no instruction for (their
     # fallbacks are scalar code), become one scalar operation per lane
     fallback, r = self.renderer.transcendental_fallback, self.renderer
-    sink = devectorize(sink, lambda u: r.keeps_vector(u) and not (u.op is UOps.ALU and u.arg in fallback) and
-                       all(r.vector_width(x.dtype.scalar()) >= x.dtype.count for x in (u, *u.src) if x.dtype is not None))
+    def keep(u: UOp) -> bool:
+      if u.op is UOps.REDUCE and u.src[0].op is UOps.WMMA:
+        return True  # a tensor core's accumulator: the fragment is one value, accumulated by the WMMA itself
+      return r.keeps_vector(u) and not (u.op is UOps.ALU and u.arg in fallback) and \
+        all(r.vector_width(x.dtype.scalar()) >= x.dtype.count for x in (u, *u.src) if x.dtype is not None)
+    sink = devectorize(sink, keep)
     # transcendental fallback: ops the renderer can't compute become basic ALU ops (kernels without them are untouched)
     sink = rewrite_transcendentals(sink, self.renderer.transcendental_fallback)
     if DEBUG >= 6:  # the UOp graph before linearizing: each node once, sources by number
@@ -348,6 +406,10 @@ class Kernel:
     buf_count = len({u.arg for u in uops if u.op is UOps.DEFINE_GLOBAL})
     variables = tuple(u.arg for u in uops if u.op is UOps.DEFINE_VAR)
     return Program(self.name, src, self.renderer.device, global_size, local_size, variables, buf_count, ops, mem, uops)
+
+
+def _divides(amt: int, size: sint) -> bool:
+  return isinstance(size, int) and size % amt == 0
 
 
 def _replace(ast: LazyOp, old: LazyOp, new: LazyOp) -> LazyOp:

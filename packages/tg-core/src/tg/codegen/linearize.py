@@ -26,6 +26,12 @@ def _identity(op: BinaryOps, u: UOp) -> UOp:
   return UOp.const(u.dtype, {BinaryOps.ADD: 0, BinaryOps.MUL: 1}.get(op, dtypes.min(u.dtype.scalar())))
 
 
+def _accumulating_wmma(r: UOp) -> bool:
+  """r sums WMMAs that start from a zero accumulator (what the lowerer builds for tensor cores)."""
+  w = r.src[0]
+  return r.arg is BinaryOps.ADD and w.op is UOps.WMMA and all(c.op is UOps.CONST and c.arg == 0 for c in w.src[2].src)
+
+
 def linearize(sink: UOp) -> list[UOp]:
   program: list[UOp] = []
   done: set[UOp] = set()
@@ -67,9 +73,13 @@ def linearize(sink: UOp) -> list[UOp]:
     for lp in loops:
       visit(lp)
     for r in group:
-      visit(r.src[0])
+      for x in (r.src[0].src[:2] if _accumulating_wmma(r) else (r.src[0],)):
+        visit(x)
     for r, acc in zip(group, accs):
-      update = UOp(UOps.ALU, r.dtype, (acc, r.src[0]), r.arg)
+      if _accumulating_wmma(r):  # a sum of WMMAs accumulates in the WMMA itself: acc = A @ B + acc
+        update = UOp(UOps.WMMA, r.dtype, (*r.src[0].src[:2], acc), r.src[0].arg)
+      else:
+        update = UOp(UOps.ALU, r.dtype, (acc, r.src[0]), r.arg)
       emit(update)
       emit(UOp(UOps.ASSIGN, r.dtype, (acc, update)))
     for lp in reversed(loops):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tg.codegen.tensor_core import TensorCorePlan, operand_as
 from tg.codegen.uops import UOp, UOps
 from tg.dtype import DType, PtrDType, dtypes
 from tg.helpers import prod
@@ -87,8 +88,9 @@ def _float_to_bf16_bits(x: UOp) -> UOp:
 
 REDUCE_ALU: dict[Op, BinaryOps] = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.PROD: BinaryOps.MUL, ReduceOps.MAX: BinaryOps.MAX}
 
-# The kind of each axis of a kernel's iteration space (see kernel.py for how optimizations set them)
-GLOBAL, REDUCE, UPCAST, UNROLL, LOCAL, GROUP = "g", "r", "u", "n", "l", "G"
+# The kind of each axis of a kernel's iteration space (see kernel.py for how optimizations set them); TC: the axes of
+# a tensor core's tile (M, N and K), which the warp's threads and their fragments cover (see Lowerer._tc_reduce)
+GLOBAL, REDUCE, UPCAST, UNROLL, LOCAL, GROUP, TC = "g", "r", "u", "n", "l", "G", "t"
 
 
 def fold_dims(sizes: list[sint], max_dims: tuple[int, ...] | None, name: str) -> tuple[list[sint], list[Variable], list[Node]]:
@@ -171,9 +173,10 @@ class Lowerer:
   where the renderer has the vector type; the others gather or scatter lane by lane. Values that don't depend on
   the lane stay scalars, computed once, and are broadcast where they meet a vector."""
 
-  def __init__(self, ast: LazyOp, renderer: Renderer, axis_kinds: tuple[str, ...] | None = None, vector_axis: int | None = None) -> None:
+  def __init__(self, ast: LazyOp, renderer: Renderer, axis_kinds: tuple[str, ...] | None = None, vector_axis: int | None = None,
+               tc: TensorCorePlan | None = None) -> None:
     self.ast, self.renderer = ast, renderer
-    self.vector_axis = vector_axis
+    self.vector_axis, self.tc = vector_axis, tc
     self.emulate_bf16 = dtypes.bfloat16 in renderer.unsupported_dtypes
     self.reduceop = next((op for op in ast.lazyops() if isinstance(op.op, ReduceOps)), None)
     self.nested = nested_reduces(ast)
@@ -238,6 +241,12 @@ class Lowerer:
         for d, (size, var) in enumerate(zip(dims, launch)):
           self.ctx[var] = UOp(UOps.SPECIAL, i32, (), (f"{name}{d}", d, size))
         self.idx.update(zip(ax, exprs))
+      if self.tc is not None:  # the workgroup is one warp: its threads share each tile (no LOCAL or GROUP axes with TC)
+        assert not self.local_size, "a tensor-core kernel's workgroup is its warp"
+        threads = self.tc.tc.threads
+        self.tc_lane = Variable("__tc_lane", 0, threads - 1)
+        self.local_size.append(threads)
+        self.ctx[self.tc_lane] = UOp(UOps.SPECIAL, i32, (), ("lidx0", 0, threads))
     else:
       for n, i in enumerate(axes[GLOBAL]):
         size = self.full_shape[i]
@@ -253,15 +262,21 @@ class Lowerer:
     stores: list[UOp] = []
     for store in kernel_stores(self.ast):  # several outputs share the loops and every common subexpression
       st: ShapeTracker = store.arg.st
-      out_shape = tuple(1 if k in (REDUCE, UNROLL, GROUP) else s for s, k in zip(self.full_shape, self.kinds))
+      out_shape = tuple(1 if k in (REDUCE, UNROLL, GROUP) or (self.tc is not None and i == self.tc.k) else s
+                        for i, (s, k) in enumerate(zip(self.full_shape, self.kinds)))
       if st.shape != out_shape:
         st = st.reshape(out_shape)
       for upcast in self._combos(UPCAST):
         out_idxs = [upcast.get(i, self.idx.get(i, NumNode(0))) if k not in (REDUCE, UNROLL, GROUP) else NumNode(0) for i, k in enumerate(self.kinds)]
-        val = self._lower(store.src[0], out_idxs)
-        if self.emulate_bf16 and store.arg.dtype == dtypes.bfloat16:
-          val = _float_to_bf16_bits(val).cast(dtypes.uint16)
-        stores.extend(self._store(store.arg, st, out_idxs, val))
+        for elem in range(self.tc.tc.elements[2] if self.tc is not None else 1):
+          if self.tc is not None:  # each element of this thread's fragment of the tile is an output
+            self.tc_elem = elem
+            out_idxs[self.tc.m], out_idxs[self.tc.n] = (_node(x) for x in self.tc.tc.layout_c(self.tc_lane, elem))
+            out_idxs[self.tc.k] = NumNode(0)
+          val = self._lower(store.src[0], out_idxs)
+          if self.emulate_bf16 and store.arg.dtype == dtypes.bfloat16:
+            val = _float_to_bf16_bits(val).cast(dtypes.uint16)
+          stores.extend(self._store(store.arg, st, out_idxs, val))
     if self.group_partials:  # a group's result is stored once, by its first thread (see _group_reduce)
       first = node_to_uop(self._group_lin(), self.ctx).lt(1)
       # the block follows every barrier: a barrier must be reached by all of the group's threads
@@ -331,6 +346,32 @@ class Lowerer:
     if not ranges:  # everything unrolled: no loop left to reduce over
       return acc
     return UOp(UOps.REDUCE, acc.dtype, (acc, *ranges), alu)
+
+  def _tc_reduce(self, op: LazyOp, idxs: list[Node]) -> UOp:
+    """A sum of products by tensor core: per step of the reduce loops, one WMMA of the warp's tile. This thread
+    loads its fragments of A and B (the elements the tensor core's layout gives its lane) and holds its fragment of
+    the accumulator; the result is that fragment, one output per element (see lower)."""
+    assert self.tc is not None
+    plan, tc = self.tc, self.tc.tc
+    mul = op.src[0].src[0] if op.src[0].op is UnaryOps.CAST else op.src[0]
+    a, b = (operand_as(s, tc.dtype_in) for s in (mul.src if plan.a_first else mul.src[::-1]))
+    assert a is not None and b is not None, "Kernel.apply_opt(TC) checked the operands"
+    base = [self.idx[i] if k == REDUCE else idxs[i] for i, k in enumerate(self.kinds)]
+
+    def fragment(side: LazyOp, layout: Callable[[Node, int], tuple[Node, Node]], axes: tuple[int, int], n: int) -> UOp:
+      elems = []
+      for i in range(n):
+        ix = list(base)
+        ix[plan.m], ix[plan.n], ix[plan.k] = NumNode(0), NumNode(0), NumNode(0)
+        ix[axes[0]], ix[axes[1]] = (_node(x) for x in layout(self.tc_lane, i))
+        elems.append(self._lower(side, ix))
+      return UOp(UOps.VECTORIZE, tc.dtype_in.vec(n), tuple(elems))
+    frag_a = fragment(a, tc.layout_a, (plan.m, plan.k), tc.elements[0])
+    frag_b = fragment(b, tc.layout_b, (plan.k, plan.n), tc.elements[1])
+    acc_dt = tc.dtype_out.vec(tc.elements[2])
+    wmma = UOp(UOps.WMMA, acc_dt, (frag_a, frag_b, UOp.const(acc_dt, 0)), tc.name)
+    # the linearizer folds the sum into the WMMA's accumulator operand: acc = WMMA(a, b, acc)
+    return UOp(UOps.REDUCE, acc_dt, (wmma, *self.reduce_ranges), BinaryOps.ADD) if self.reduce_ranges else wmma
 
   def _axes_lin(self, kinds: tuple[str, ...]) -> Node:
     """The row-major linear index of the axes of `kinds`."""
@@ -413,6 +454,8 @@ class Lowerer:
         return self._masked_load(op, lanes)
       return UOp(UOps.VECTORIZE, self.vdt(op.arg.dtype).vec(self.lanes), tuple(self._load(op, i, v) for i, v in lanes))
     if isinstance(op.op, ReduceOps):
+      if self.tc is not None:
+        return self._tc_reduce(op, idxs).gep(self.tc_elem)
       return self._group_reduce(op, idxs) if GROUP in self.kinds else self._reduce(op, idxs)
     srcs = [self._lower(s, idxs) for s in op.src]
     if op.op is UnaryOps.CAST:
@@ -428,6 +471,10 @@ class Lowerer:
     if self.emulate_bf16 and op.dtype == dtypes.bfloat16:  # each bfloat16 result is rounded, as on hardware
       out = _bf16_to_float(_float_to_bf16_bits(out))
     return out
+
+
+def _node(x: sint | Node) -> Node:
+  return x if isinstance(x, Node) else NumNode(x)
 
 
 def lower_ast(ast: LazyOp, renderer: Renderer) -> UOp:

@@ -43,6 +43,8 @@ class UOps(Enum):
   ASSIGN = auto()         # linear program only: src = (acc, new value)
   VECTORIZE = auto()      # src = the lanes (scalars of dtype.scalar()); dtype = a vector: builds one vector from lanes
   GEP = auto()            # src = (vector,); arg = lane index: one lane of a vector, as a scalar
+  WMMA = auto()           # src = (A, B, C) fragments (vectors); arg = TensorCore name: D = A @ B + C over a warp's
+                          # threads (tg.codegen.tensor_core); dtype = this thread's fragment of D
 
 
 class UOp:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tg.codegen.tensor_core import MMA_M16N8K16_F16_F32, TENSOR_CORES, emulate_wmma
 from tg.codegen.uops import UOp, UOps
 from tg.device import Allocator, Compiler, HostAllocator
 from tg.dtype import DType, PtrDType, dtypes
@@ -34,6 +35,8 @@ class PythonRenderer(Renderer):
   has_local = True  # emulated: lets every LOCAL/GROUP kernel be checked against the plain one
   vector_bytes = 32  # vectors of up to 8 floats (each lane's value is a tuple): the reference for vector lowering
   masked_vector_loads = True
+  # CUDA's mma, emulated through its fragment layout: a tensor-core kernel for CUDA is checked here, layout included
+  tensor_cores = (MMA_M16N8K16_F16_F32,)
   local_max_threads = 256
 
   def render(self, name: str, uops: list[UOp]) -> str:
@@ -180,6 +183,11 @@ class PythonProgram:
         conv: Callable[[Any], Any] = (lambda x: _cast(x, dt.scalar())) if op == "CAST" else \
           (lambda x: _bitcast(x, src_dt.scalar(), dt.scalar()))
         v[pc] = [conv(x) for x in v[src[0]]] if dt.count == 1 else [tuple(conv(y) for y in x) for x in v[src[0]]]
+      elif op == "WMMA":  # each warp (32 consecutive threads of a workgroup) multiplies its tile at once
+        tc = TENSOR_CORES[arg]
+        assert n_threads % tc.threads == 0, f"{tc.name} needs whole warps of {tc.threads} threads"
+        frags = [v[s] for s in src]
+        v[pc] = [x for w in range(0, n, tc.threads) for x in emulate_wmma(tc, *(f[w:w + tc.threads] for f in frags))]
       elif op == "VECTORIZE":
         v[pc] = [tuple(xs) for xs in zip(*[v[s] for s in src])]
       elif op == "GEP":

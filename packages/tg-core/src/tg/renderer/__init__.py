@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tg.codegen.tensor_core import TensorCore
 from tg.codegen.uops import UOp
 from tg.dtype import DType, dtypes
 from tg.ops import UnaryOps
@@ -25,7 +26,8 @@ class Renderer:
   local_max: tuple[int, ...] = (1024, 1024, 64)  # max workgroup size per dim
   local_max_threads: int = 1024            # max threads in one workgroup
   shared_max: int = 48 * 1024              # bytes of DEFINE_LOCAL memory one kernel may use
-  tensor_cores: tuple[object, ...] = ()    # tensor-core shapes the renderer can emit (TC opt); none in this version
+  # tensor-core instructions the renderer can emit for WMMA uops (tg.codegen.tensor_core): enables the TC opt
+  tensor_cores: tuple[TensorCore, ...] = ()
   # Vectors. vector_bytes: the widest vector the device has a type for (0: no vectors); the kernel optimizer then
   # lowers one UPCAST axis as vector values (see tg.codegen.lowerer.Lowerer), of at most vector_width(dt) lanes.
   vector_bytes: int = 0

@@ -62,6 +62,10 @@ class CStyleLanguage(Renderer):
     return [f"if ({'&&'.join(dict.fromkeys(oks))}) {out} = *(({self.render_dtype(u.dtype)}*)({buf}+{idx}));",
             f"else {out} = {self.render_vectorize(lanes, u.dtype)};"]
 
+  def render_wmma(self, name: str, args: list[str]) -> str:
+    """The expression for a WMMA uop of tensor core `name` on the fragments (A, B, C)."""
+    raise NotImplementedError(f"{type(self).__name__} renders no tensor cores")
+
   def render_vector_cast(self, x: str, from_dt: DType, to_dt: DType) -> str:
     return f"__builtin_convertvector({x}, {self.render_dtype(to_dt)})"
 
@@ -187,6 +191,9 @@ class CStyleLanguage(Renderer):
       elif u.op is UOps.VECTORIZE:
         assert dt is not None
         line(f"{self.render_dtype(dt)} {ssa('vec', u)} = {self.render_vectorize([r[s] for s in u.src], dt)};")
+      elif u.op is UOps.WMMA:
+        assert dt is not None
+        line(f"{self.render_dtype(dt)} {ssa('wmma', u)} = {self.render_wmma(u.arg, [r[s] for s in u.src])};")
       elif u.op is UOps.GEP:
         assert dt is not None and u.src[0].dtype is not None
         r[u] = self.render_gep(r[u.src[0]], u.arg, u.src[0].dtype)

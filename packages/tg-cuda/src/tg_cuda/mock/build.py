@@ -67,7 +67,8 @@ class MockBuild:
     self.src = src
     self.dir = tempfile.TemporaryDirectory(prefix="tg_cuda_mock_")
     self.out = os.path.join(self.dir.name, "kernel.so")
-    defines = ["-DTG_MOCK_BARRIERS"] if "__syncthreads" in src else []
+    # tensor-core kernels need the barriers too: the mock's mma is a warp-wide exchange through shared tiles (tg_mma.h)
+    defines = ["-DTG_MOCK_BARRIERS"] if "__syncthreads" in src or "__tg_mma" in src else []
     path = os.path.join(self.dir.name, "kernel.cu")
     with open(path, "w") as f:
       f.write(f"{src}\n\nTG_MOCK_KERNEL({name}, {max_threads})\n")

@@ -1,0 +1,146 @@
+"""Tensor cores: the TC opt turns a half matmul into WMMA uops of the renderer's tensor core, one warp per tile.
+
+On devices that declare a tensor core (CUDA sm_80+, and PYTHON, which emulates CUDA's through its fragment layout)
+the kernels run and are checked against numpy; everywhere the opt's validation and the layout are checked."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tg import Device, Tensor, dtypes
+from tg.codegen.kernel import Kernel, KernelOptError, Opt, OptOps
+from tg.codegen.tensor_core import MMA_M16N8K16_F16_F32, emulate_wmma
+from tg.codegen.uops import UOps
+from tg.engine.realize import CompiledRunner
+from tg.engine.schedule import create_schedule
+
+rng = np.random.default_rng(0)
+TC = Opt(OptOps.TC, None, 0)
+
+
+def _half(*shape: int) -> np.ndarray:
+  return rng.standard_normal(shape).astype(np.float16)
+
+
+def _kernel(t: Tensor):  # type: ignore[no-untyped-def]
+  sched = create_schedule([t.lazydata])
+  assert len(sched) == 1, f"expected one kernel, got {len(sched)}"
+  return sched[0].ast, sched[0].bufs
+
+
+def _needs_tc() -> None:
+  if not Device[Device.DEFAULT].renderer.tensor_cores:
+    pytest.skip(f"{Device.DEFAULT} declares no tensor cores")
+
+
+def _run(t: Tensor, opts: list[Opt]) -> tuple[np.ndarray, Kernel]:
+  ast, bufs = _kernel(t)
+  k = Kernel(ast, Device[Device.DEFAULT].renderer).apply_opts(opts)
+  CompiledRunner(k.to_program())([b.ensure_allocated() for b in bufs], {})
+  return np.frombuffer(bufs[0].as_buffer(), dtype=bufs[0].dtype.np).copy(), k
+
+
+# ---------- the layout: every element of every tile is held by exactly one (lane, element) ----------
+
+@pytest.mark.parametrize("which", ["a", "b", "c"])
+def test_fragment_layout_covers_each_tile_element_once(which: str) -> None:
+  tc = MMA_M16N8K16_F16_F32
+  m, n, k = tc.dims
+  rows, cols = {"a": (m, k), "b": (k, n), "c": (m, n)}[which]
+  layout, elements = {"a": (tc.layout_a, tc.elements[0]), "b": (tc.layout_b, tc.elements[1]), "c": (tc.layout_c, tc.elements[2])}[which]
+  seen = [layout(lane, i) for lane in range(tc.threads) for i in range(elements)]
+  assert sorted(seen) == [(r, c) for r in range(rows) for c in range(cols)]
+
+
+def test_emulated_wmma_is_a_matmul_of_the_gathered_tiles() -> None:
+  tc = MMA_M16N8K16_F16_F32
+  A, B, C = _half(16, 16).astype(np.float64), _half(16, 8).astype(np.float64), rng.standard_normal((16, 8))
+  frag = lambda M, layout, n: [tuple(M[layout(lane, i)] for i in range(n)) for lane in range(32)]
+  d = emulate_wmma(tc, frag(A, tc.layout_a, 8), frag(B, tc.layout_b, 4), frag(C, tc.layout_c, 4))
+  D = np.zeros((16, 8))
+  for lane, vals in enumerate(d):
+    for i, x in enumerate(vals):
+      D[tc.layout_c(lane, i)] = x
+  np.testing.assert_allclose(D, A @ B + C, rtol=1e-6, atol=1e-5)
+
+
+# ---------- kernels ----------
+
+@pytest.mark.parametrize("shape", [(16, 16, 8), (32, 48, 16), (48, 32, 24)])
+@pytest.mark.parametrize("upcast", [False, True])
+def test_tensor_core_matmul_matches_numpy(shape: tuple[int, int, int], upcast: bool) -> None:
+  _needs_tc()
+  m, k, n = shape
+  a, b = _half(m, k), _half(k, n)
+  opts = [TC]
+  if upcast:  # two tiles along the rows per warp, when the row tiles pair up
+    if (m // 16) % 2:
+      pytest.skip(f"{m // 16} row tiles")
+    opts.append(Opt(OptOps.UPCAST, 0, 2))
+  got, kern = _run(Tensor(a) @ Tensor(b), opts)
+  ref = a.astype(np.float32) @ b.astype(np.float32)
+  np.testing.assert_allclose(got.reshape(m, n).astype(np.float32), ref, rtol=1e-2, atol=2e-2)
+  uops = kern.to_program().uops
+  wmmas = [u for u in uops if u.op is UOps.WMMA]
+  assert len(wmmas) == (2 if len(opts) > 1 else 1)
+  # each WMMA accumulates into its fragment's accumulator (a single step of K needs no loop and no accumulator)
+  assert all(w.src[2].op is (UOps.DEFINE_ACC if k > 16 else UOps.VECTORIZE) for w in wmmas)
+  assert kern.to_program().local_size == (32,), "one warp per workgroup"
+
+
+def test_tensor_core_batched_matmul_with_elementwise_output() -> None:
+  _needs_tc()
+  a, b = _half(2, 16, 32), _half(2, 32, 16)
+  got, _ = _run((Tensor(a) @ Tensor(b)).relu() * 2, [TC])
+  ref = np.maximum(a.astype(np.float32) @ b.astype(np.float32), 0) * 2
+  np.testing.assert_allclose(got.reshape(2, 16, 16).astype(np.float32), ref, rtol=1e-2, atol=3e-2)
+
+
+def test_tensor_core_transposed_operand() -> None:
+  _needs_tc()
+  a, b = _half(32, 16), _half(32, 16)
+  got, _ = _run(Tensor(a).T @ Tensor(b), [TC])
+  np.testing.assert_allclose(got.reshape(16, 16).astype(np.float32), a.T.astype(np.float32) @ b.astype(np.float32), rtol=1e-2, atol=2e-2)
+
+
+def test_heuristics_use_tensor_cores_for_half_matmuls() -> None:
+  _needs_tc()
+  ast, _ = _kernel(Tensor(_half(32, 32)) @ Tensor(_half(32, 32)))
+  k = Kernel(ast, Device[Device.DEFAULT].renderer).hand_coded_optimizations()
+  assert k.applied_opts[:1] == [TC]
+  ast, _ = _kernel(Tensor(rng.standard_normal((32, 32)).astype(np.float32)) @ Tensor(rng.standard_normal((32, 32)).astype(np.float32)))
+  assert TC not in Kernel(ast, Device[Device.DEFAULT].renderer).hand_coded_optimizations().applied_opts
+
+
+# ---------- validation: a bad TC raises, never miscompiles ----------
+
+def test_bad_tensor_core_opts_raise() -> None:
+  renderer = Device[Device.DEFAULT].renderer
+  if not renderer.tensor_cores:
+    ast, _ = _kernel(Tensor(_half(16, 16)) @ Tensor(_half(16, 8)))
+    with pytest.raises(KernelOptError):
+      Kernel(ast, renderer).apply_opt(TC)
+    return
+  f32 = Tensor(rng.standard_normal((16, 16)).astype(np.float32))
+  cases = {
+    "float32 operands": f32 @ f32,
+    "sizes not divisible by the tile": Tensor(_half(16, 24)) @ Tensor(_half(24, 12)),
+    "not a matmul": Tensor(_half(16, 16)).sum(1),
+  }
+  for why, t in cases.items():
+    ast, _ = _kernel(t)
+    with pytest.raises(KernelOptError):
+      Kernel(ast, renderer).apply_opt(TC)
+      pytest.fail(why)
+  ast, _ = _kernel(Tensor(_half(32, 32)) @ Tensor(_half(32, 16)))
+  with pytest.raises(KernelOptError, match="first"):
+    Kernel(ast, renderer).apply_opts([Opt(OptOps.UPCAST, 0, 2), TC])
+  with pytest.raises(KernelOptError, match="only UPCAST"):
+    Kernel(ast, renderer).apply_opts([TC, Opt(OptOps.LOCAL, 0, 2)])
+  with pytest.raises(KernelOptError):
+    Kernel(ast, renderer).apply_opt(Opt(OptOps.TC, None, len(renderer.tensor_cores)))
+
+
+def test_tensor_core_dtypes() -> None:
+  tc = MMA_M16N8K16_F16_F32
+  assert (tc.dtype_in, tc.dtype_out, tc.dims, tc.threads) == (dtypes.float16, dtypes.float32, (16, 8, 16), 32)
