@@ -4,6 +4,8 @@ dim 0 = x), workgroup memory is `__shared__`, the workgroup barrier `__syncthrea
 float16 and bfloat16 are the 16-bit types of include/tg_fp16.h and include/tg_bf16.h (computed in float), which
 the compiler hands to NVRTC by name: NVRTC 12.9 has no cuda_fp16.h of its own. Math is CUDA's float functions
 (exp2f, log2f, sinf, sqrtf; the double ones for float64); half and bfloat16 math is done in float.
+Vectors: float2/float4 loads and stores only (core does the math lane by lane). Tensor cores: mma.sync m16n8k16 with
+half inputs and float accumulators on sm_80+ (include/tg_mma.h), one warp per 16 x 8 output tile.
 """
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ from tg.shape.symbolic import Variable
 ACTIONS = [Opt(op, axis, amt) for axis in range(8) for amt in (2, 3, 4, 8) for op in (OptOps.UPCAST, OptOps.UNROLL)] + \
           [Opt(OptOps.PADTO, axis, 4) for axis in range(8)] + [Opt(OptOps.BLOCK, axis, amt) for axis in range(8) for amt in (4, 8, 16)] + \
           [Opt(OptOps.LOCAL, axis, amt) for axis in range(8) for amt in (2, 4, 8, 16, 32)] + \
-          [Opt(op, axis, amt) for axis in range(8) for amt in (16, 32, 64, 128, 256) for op in (OptOps.GROUP, OptOps.GROUPTOP)]
+          [Opt(op, axis, amt) for axis in range(8) for amt in (16, 32, 64, 128, 256) for op in (OptOps.GROUP, OptOps.GROUPTOP)] + \
+          [Opt(OptOps.TC, None, i) for i in range(2)]  # the renderer's first tensor cores (valid only as the first opt)
 
 
 def _candidates(k: Kernel) -> list[Kernel]:
@@ -82,7 +83,8 @@ def beam_search(k: Kernel, bufs: list[Buffer], amt: int, var_vals: dict[Variable
           continue
       libs = list(pool.map(_compile, [(dev.compiler, c._program.src) for c in progs]))  # type: ignore[attr-defined]
       return [(c, _time(c, lib, scratch, var_vals)) for c, lib in zip(progs, libs) if lib is not None]
-    beam = timed([k.copy()])
+    # start from the unoptimized kernel and from the heuristics' choice: the search then only has to improve on them
+    beam = sorted(timed([k.copy(), k.copy().hand_coded_optimizations()]), key=lambda x: x[1])[:max(amt, 1)]
     while True:
       candidates = timed([c for base, _ in beam for c in _candidates(base)])
       best = sorted(beam + candidates, key=lambda x: x[1])[:amt]
