@@ -1,6 +1,7 @@
 """ClangCompiler: C source -> shared object bytes, by running the system's clang."""
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import shutil
@@ -28,11 +29,11 @@ class ClangCompiler(Compiler):
   def __init__(self) -> None:
     version = clang_version() or "unknown"
     # the cache key names the toolchain and the machine, so a new clang or CPU never reuses stale objects
-    super().__init__(f"compile_clang_{version}_{platform.machine()}")
+    super().__init__(f"compile_clang_{version}_{platform.machine()}_{hashlib.sha256(' '.join(self.flags()).encode()).hexdigest()[:8]}")
 
   def flags(self) -> list[str]:
     arch = ["-march=native"] if platform.machine() in ("x86_64", "AMD64") else ["-mcpu=native"]
-    return ["-shared", "-fPIC", "-O2", "-ffp-contract=off", "-fno-math-errno", *arch, "-x", "c"]
+    return ["-shared", "-fPIC", "-O2", "-ffp-contract=on", "-fno-math-errno", *arch, "-x", "c"]
 
   def compile(self, src: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="tg_clang_") as d:

@@ -24,6 +24,7 @@ class ClangRenderer(CStyleLanguage):
   # clang's ext_vector_type vectors, as wide as the CPU's registers; __fp16 is a storage type with no vector math
   vector_bytes = native_vector_bytes()
   masked_vector_loads = True  # rendered as a vector load when all lanes are valid, else lane by lane
+  fused_mulacc = True  # ((a*b)+c) in one expression, contracted to an FMA by -ffp-contract=on (and only that)
   vector_dtypes = frozenset({dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
                              dtypes.uint64, dtypes.float32, dtypes.float64})
 

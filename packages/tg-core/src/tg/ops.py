@@ -27,6 +27,7 @@ class BinaryOps(Enum):
 
 class TernaryOps(Enum):
   WHERE = auto()
+  MULACC = auto()  # a * b + c, rounded once: only the linearizer makes it, for renderers with Renderer.fused_mulacc
 
 
 class ReduceOps(Enum):
@@ -176,11 +177,18 @@ python_alu: dict[Op, Callable[..., Any]] = {
   BinaryOps.XOR: operator.xor, BinaryOps.AND: operator.and_, BinaryOps.OR: operator.or_,
   BinaryOps.SHL: operator.lshift, BinaryOps.SHR: operator.rshift,
   TernaryOps.WHERE: lambda c, a, b: a if c else b,
+  # exact for operands of float32 and narrower (their product fits a double), so one rounding to the dtype remains;
+  # float64 is done exactly in exec_alu
+  TernaryOps.MULACC: lambda a, b, c: a * b + c,
 }
 
 
 def exec_alu(op: Op, dtype: DType, operands: list[Any]) -> Any:
   """Apply `op` to Python values and wrap the result into `dtype`, as a device would compute it."""
+  if op is TernaryOps.MULACC and dtype.scalar() == dtypes.float64 and all(math.isfinite(x) for x in operands):
+    from fractions import Fraction
+    a, b, c = (Fraction(x) for x in operands)
+    return float(a * b + c)  # a fused multiply-add of doubles: the exact result, rounded once
   return truncate(dtype, python_alu[op](*operands))
 
 

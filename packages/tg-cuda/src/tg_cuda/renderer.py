@@ -15,7 +15,7 @@ from tg.codegen.tensor_core import MMA_M16N8K16_F16_F32
 from tg.codegen.uops import UOp, UOps
 from tg.dtype import DType, PtrDType, dtypes
 from tg.helpers import prod
-from tg.ops import UnaryOps
+from tg.ops import TernaryOps, UnaryOps
 from tg.renderer.cstyle import CStyleLanguage
 
 GRID_DIMS = "xyz"
@@ -47,7 +47,9 @@ class CUDARenderer(CStyleLanguage):
   type_map = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int64: "long long",
               dtypes.uint64: "unsigned long long", dtypes.float16: "half", dtypes.bfloat16: "__nv_bfloat16"}
   code_for_op = {**CStyleLanguage.code_for_op, UnaryOps.EXP2: _math("exp2"), UnaryOps.LOG2: _math("log2"),
-                 UnaryOps.SIN: _math("sin"), UnaryOps.SQRT: _math("sqrt")}
+                 UnaryOps.SIN: _math("sin"), UnaryOps.SQRT: _math("sqrt"),
+                 TernaryOps.MULACC: lambda a, b, c, dt: f"fma({a},{b},{c})" if dt == dtypes.float64 else f"fmaf({a},{b},{c})"}
+  fused_mulacc = True  # fmaf: the only fused multiply-adds (NVRTC runs with --fmad=false)
 
   def __init__(self, arch: str = "sm_80") -> None:
     # mma.sync m16n8k16 with f16 inputs needs sm_80 (Ampere) or newer (include/tg_mma.h)

@@ -97,6 +97,8 @@ def alu(b: IRBuilder, op: Op, dt: DType, args: list[Arg], fits: bool = False, no
   xs = [v for v, _ in args]
   if op is TernaryOps.WHERE:
     return b.value(f"select i1 {xs[0]}, {t} {xs[1]}, {t} {xs[2]}")
+  if op is TernaryOps.MULACC:  # fused where the CPU has FMA (always on x86-64-v3 and newer), never a libm call
+    return b.call(t, f"llvm.fmuladd.{intrinsic_suffix(dt)}", [(t, xs[0]), (t, xs[1]), (t, xs[2])])
   sdt = args[0][1]  # operand dtype (differs from dt for comparisons)
   st = ll_type(sdt)
   if op in (BinaryOps.CMPLT, BinaryOps.CMPNE):

@@ -2,7 +2,7 @@
 
 The IR is optimized with LLVM's standard O3 pipeline (mem2reg, loop rotation, the loop and SLP vectorizers, tuned
 for the host's vector width), then lowered to machine code. No floating-point contraction: a*b+c stays two roundings,
-as with the C device (-ffp-contract=off) and the PYTHON reference.
+as on the C device and the PYTHON reference; only MULACC (llvm.fmuladd) fuses.
 """
 from __future__ import annotations
 

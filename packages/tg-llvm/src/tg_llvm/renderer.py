@@ -37,6 +37,7 @@ class LLVMRenderer(Renderer):
   transcendental_fallback = frozenset({UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN})
   vector_bytes = native_vector_bytes()  # <n x T> as wide as the CPU's registers
   masked_vector_loads = True  # llvm.masked.load
+  fused_mulacc = True  # llvm.fmuladd
 
   def keeps_vector(self, u: UOp) -> bool:
     # lane-wise instructions keep their vectors; division (its zero guards) and float -> int (saturating intrinsics)

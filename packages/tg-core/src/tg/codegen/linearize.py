@@ -18,7 +18,7 @@ from collections import Counter
 
 from tg.codegen.uops import UOp, UOps
 from tg.dtype import dtypes
-from tg.ops import BinaryOps
+from tg.ops import BinaryOps, TernaryOps
 
 
 def _identity(op: BinaryOps, u: UOp) -> UOp:
@@ -32,7 +32,17 @@ def _accumulating_wmma(r: UOp) -> bool:
   return r.arg is BinaryOps.ADD and w.op is UOps.WMMA and all(c.op is UOps.CONST and c.arg == 0 for c in w.src[2].src)
 
 
-def linearize(sink: UOp) -> list[UOp]:
+def _mulacc(r: UOp) -> UOp | None:
+  """The product r sums, when it is a float32/float64 MUL: the accumulation can be one fused multiply-add."""
+  x = r.src[0]
+  if r.arg is BinaryOps.ADD and x.op is UOps.ALU and x.arg is BinaryOps.MUL and x.dtype is not None and \
+      x.dtype.scalar() in (dtypes.float32, dtypes.float64):
+    return x
+  return None
+
+
+def linearize(sink: UOp, fuse_mulacc: bool = False) -> list[UOp]:
+  """`fuse_mulacc`: a sum of products accumulates as acc = MULACC(a, b, acc) (Renderer.fused_mulacc)."""
   program: list[UOp] = []
   done: set[UOp] = set()
   uses_range: dict[UOp, frozenset[UOp]] = {}
@@ -72,12 +82,15 @@ def linearize(sink: UOp) -> list[UOp]:
       accs.append(acc)
     for lp in loops:
       visit(lp)
+    fused = {r: m for r in group if fuse_mulacc and (m := _mulacc(r)) is not None}
     for r in group:
-      for x in (r.src[0].src[:2] if _accumulating_wmma(r) else (r.src[0],)):
+      for x in (r.src[0].src[:2] if _accumulating_wmma(r) or r in fused else (r.src[0],)):
         visit(x)
     for r, acc in zip(group, accs):
       if _accumulating_wmma(r):  # a sum of WMMAs accumulates in the WMMA itself: acc = A @ B + acc
         update = UOp(UOps.WMMA, r.dtype, (*r.src[0].src[:2], acc), r.src[0].arg)
+      elif r in fused:
+        update = UOp(UOps.ALU, r.dtype, (*fused[r].src, acc), TernaryOps.MULACC)
       else:
         update = UOp(UOps.ALU, r.dtype, (acc, r.src[0]), r.arg)
       emit(update)

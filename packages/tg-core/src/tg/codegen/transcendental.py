@@ -6,7 +6,7 @@ CMPNE, WHERE, NEG, integer AND/OR/SHL/SHR, CAST and BITCAST. float32 and float64
 polynomials; float16 and bfloat16 are computed in float32 and rounded back.
 
 Every step is exact or rounds once where the error analysis says so; there is no fused multiply-add
-(C renderers compile with -ffp-contract=off), so exact products use Dekker's split. Max error over all
+(each op is its own statement, which no renderer contracts), so exact products use Dekker's split. Max error over all
 2^32 float32 inputs (against float64): exp2 0.77 ulp, log2 0.57, sin 0.82; float64 (sampled, against
 mpmath): 0.60, 0.52, 0.75. Special values (+-0, +-inf, nan, denormal in or out) are as C99's.
 

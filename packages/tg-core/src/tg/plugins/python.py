@@ -35,6 +35,7 @@ class PythonRenderer(Renderer):
   has_local = True  # emulated: lets every LOCAL/GROUP kernel be checked against the plain one
   vector_bytes = 32  # vectors of up to 8 floats (each lane's value is a tuple): the reference for vector lowering
   masked_vector_loads = True
+  fused_mulacc = True  # exec_alu's MULACC rounds once, as hardware FMA does
   # CUDA's mma, emulated through its fragment layout: a tensor-core kernel for CUDA is checked here, layout included
   tensor_cores = (MMA_M16N8K16_F16_F32,)
   local_max_threads = 256

@@ -44,6 +44,9 @@ class Renderer:
   # UnaryOps (EXP2, LOG2, SIN) the device has no instruction for: core expands them into basic ALU ops
   # (tg.codegen.transcendental) before linearizing, so render() never sees them
   transcendental_fallback: frozenset[UnaryOps] = frozenset()
+  # True: a sum of float32/float64 products accumulates through TernaryOps.MULACC, a*b+c in one instruction (the
+  # linearizer makes it; nothing else fuses). Render it as the device's fused multiply-add
+  fused_mulacc: bool = False
   # False: the device's compiler may fuse and reorder float math, divide to a few ulp and assume no NaN or infinity
   # (WGSL allows all three), so results can differ from strict IEEE in the last bits and around NaN/inf
   strict_float: bool = True

@@ -36,6 +36,8 @@ class CStyleLanguage(Renderer):
     BinaryOps.OR: lambda a, b, dt: f"({a}|{b})", BinaryOps.SHL: lambda a, b, dt: f"({a}<<{b})",
     BinaryOps.SHR: lambda a, b, dt: f"({a}>>{b})",
     TernaryOps.WHERE: lambda c, a, b, dt: f"({c}?{a}:{b})",
+    # one expression, so a C compiler that contracts (-ffp-contract=on) fuses it and nothing else
+    TernaryOps.MULACC: lambda a, b, c, dt: f"(({a}*{b})+{c})",
   }
 
   def render_dtype(self, dt: DType) -> str:

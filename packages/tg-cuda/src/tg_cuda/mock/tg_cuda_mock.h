@@ -40,8 +40,8 @@ static inline unsigned int __float_as_uint(float x) { return __builtin_bit_cast(
 static inline double __longlong_as_double(long long x) { return __builtin_bit_cast(double, x); }
 static inline long long __double_as_longlong(double x) { return __builtin_bit_cast(long long, x); }
 extern "C" {
-float exp2f(float); float log2f(float); float sinf(float); float sqrtf(float);
-double exp2(double); double log2(double); double sin(double); double sqrt(double);
+float exp2f(float); float log2f(float); float sinf(float); float sqrtf(float); float fmaf(float, float, float);
+double exp2(double); double log2(double); double sin(double); double sqrt(double); double fma(double, double, double);
 }
 void __syncthreads();
 
