@@ -33,7 +33,7 @@ def _kernel(t: Tensor) -> tuple[object, list[object]]:
 
 def _run(ast, bufs, opts: list[Opt], vectors: bool) -> tuple[np.ndarray, list[UOp]]:  # type: ignore[no-untyped-def]
   k = Kernel(ast, Device[Device.DEFAULT].renderer)
-  last = max(i for i, kind in enumerate(k.kinds) if kind == GLOBAL)
+  last = max((i for i, kind in enumerate(k.kinds) if kind == GLOBAL), default=None)
   k.apply_opts([Opt(o.op, last, o.amt) if o.axis == LAST_GLOBAL else o for o in opts])
   if not vectors:
     k.vector_axis = lambda: None  # type: ignore[method-assign]
@@ -63,6 +63,14 @@ CASES = {
   "cast_int_float": (lambda: Tensor(rng.integers(-50, 50, (4, 16)).astype(np.int32)).cast(dtypes.float32) / 3, [Opt(OptOps.UPCAST, 1, 4)]),
   "cast_float_int": (lambda: (_f32(4, 16) * 10).cast(dtypes.int32), [Opt(OptOps.UPCAST, 1, 4)]),
   "reduce_rows": (lambda: _f32(16, 24).sum(1), [Opt(OptOps.UPCAST, 0, 4)]),
+  # the lanes run along the reduction: a vector accumulator, its lanes summed after the loop
+  "sum_unroll_lanes": (lambda: _f32(16, 32).sum(1), [Opt(OptOps.UNROLL, 1, 8)]),
+  "max_unroll_lanes": (lambda: _f32(16, 32).max(1), [Opt(OptOps.UNROLL, 1, 4)]),
+  "full_sum_unroll_lanes": (lambda: (_f32(256) * 2).sum(), [Opt(OptOps.UNROLL, 0, 8)]),
+  "matmul_unroll_lanes": (lambda: _f32(8, 32) @ _f32(32, 8), [Opt(OptOps.UNROLL, 2, 8)]),
+  "nested_unroll_lanes": (lambda: (lambda x: (x - x.max(1, keepdim=True)).exp().sum(1))(_f32(8, 16)), [Opt(OptOps.UNROLL, 1, 4)]),
+  # the summed value doesn't depend on the lane: every lane holds it, and the lanes still count once each
+  "invariant_unroll_lanes": (lambda: _f32(4, 1).expand(4, 16).sum(1), [Opt(OptOps.UNROLL, 1, 8)]),
   "max_reduce": (lambda: _f32(16, 24).max(1), [Opt(OptOps.UPCAST, 0, 8)]),
   # a reduction nested in another's input (softmax's max inside its sum of exps), vectorized over the rows
   "nested_reduce": (lambda: (lambda x: (x - x.max(1, keepdim=True)).exp().sum(1))(_f32(8, 16)), [Opt(OptOps.UPCAST, 0, 4)]),
@@ -184,3 +192,17 @@ def test_vector_align_refuses_misaligned_vector_loads() -> None:
   assert loads and all(u.dtype == dtypes.float32 for u in loads), "misaligned: gathered lane by lane"
   stores = [u for u in sink.toposort() if u.op is UOps.STORE]
   assert stores and all(u.src[2].dtype == dtypes.float32.vec(4) for u in stores), "the output rows are aligned: vector stores"
+
+
+def test_unrolled_reduction_lanes_make_a_vector_accumulator() -> None:
+  ast, bufs = _kernel(_f32(16, 32).sum(1))
+  k = Kernel(ast, Device[Device.DEFAULT].renderer).apply_opts([Opt(OptOps.UNROLL, 1, 4)])
+  if k.renderer.vector_width(dtypes.float32) < 4:
+    pytest.skip(f"{Device.DEFAULT} declares no float vectors of 4")
+  uops = k.linearize()
+  f4 = dtypes.float32.vec(4)
+  acc = UOp(UOps.REDUCE, f4, (UOp.const(f4, 0.0),), BinaryOps.ADD)
+  if k.renderer.keeps_vector(acc):  # else (CUDA) four scalar accumulators
+    assert any(u.op is UOps.DEFINE_ACC and u.dtype == f4 for u in uops), "one vector accumulator"
+  assert any(u.op is UOps.LOAD and u.dtype == f4 for u in uops), "4 consecutive elements per load"
+  assert all(u.src[2].dtype == dtypes.float32 for u in uops if u.op is UOps.STORE), "one sum per row, a scalar"

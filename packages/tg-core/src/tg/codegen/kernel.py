@@ -275,8 +275,9 @@ class Kernel:
         upcast *= next((amt for amt in (16, 8, 4, 2) if upcast * amt <= 128 and self._try(Opt(OptOps.UPCAST, i, amt))), 1)
       if not broadcast:
         r = max(reduce_axes)
-        if isinstance(shape[r], int) and shape[r] > 4:
-          self._try(Opt(OptOps.UNROLL, r, 4))
+        # as many elements per iteration as a vector holds (a vector accumulator), else 4
+        width = min((self.renderer.vector_width(op.arg.dtype) for op in self.ast.lazyops() if op.op is BufferOps.LOAD), default=1)
+        any(isinstance(shape[r], int) and shape[r] > amt and self._try(Opt(OptOps.UNROLL, r, amt)) for amt in dict.fromkeys((width, 4)) if amt > 1)
       else:
         self._block_for_cache()
     elif globals_:
@@ -348,14 +349,15 @@ class Kernel:
 
   # ---------- to source ----------
   def vector_axis(self) -> int | None:
-    """The UPCAST axis to lower as vectors (see Lowerer): of a power-of-two size the renderer has vectors for, the
+    """The UPCAST or UNROLL axis to lower as vectors (see Lowerer): of a power-of-two size the renderer has vectors for, the
     one along which the most loads and stores are contiguous (a store counts twice: it is what a scatter costs most).
     None without one, for group reductions (their partials are scalars) and with VECTORIZE=0."""
     if not self.renderer.vector_bytes or GROUP in self.kinds or self.tc is not None or not getenv("VECTORIZE", 1):
       return None
     best, best_score = None, 0
     for i, (size, kind) in enumerate(zip(self.full_shape, self.kinds)):
-      if kind != UPCAST or not isinstance(size, int) or size < 2 or size & (size - 1):
+      # an UNROLL axis works too: a vector accumulator, whose lanes are combined after the reduce loops
+      if kind not in (UPCAST, UNROLL) or not isinstance(size, int) or size < 2 or size & (size - 1):
         continue
       score = sum((2 if op.op is BufferOps.STORE else 1) for op in self.ast.lazyops()
                   if op.op in (BufferOps.LOAD, BufferOps.STORE) and size <= self.renderer.vector_width(op.arg.dtype)

@@ -167,7 +167,7 @@ class Lowerer:
   (loop or thread id), a reduce loop, or unrolled in place (UPCAST for output axes: one value per element, kept
   in registers; UNROLL for reduce axes: several elements summed per loop iteration).
 
-  `vector_axis`, an UPCAST axis, is lowered as one vector value instead of one scalar per element: its index is
+  `vector_axis`, an UPCAST (or UNROLL) axis, is lowered as one vector value instead of one scalar per element: its index is
   the Variable `lane`, and every value that depends on it has a vector dtype of the axis' size. A load or store
   whose index moves by one per lane (and whose validity doesn't depend on the lane) becomes one vector LOAD/STORE
   where the renderer has the vector type; the others gather or scatter lane by lane. Values that don't depend on
@@ -187,7 +187,7 @@ class Lowerer:
     self.lanes = 1
     if vector_axis is not None:
       size = self.full_shape[vector_axis]
-      assert self.kinds[vector_axis] == UPCAST and isinstance(size, int) and size > 1, f"can't vectorize axis {vector_axis}"
+      assert self.kinds[vector_axis] in (UPCAST, UNROLL) and isinstance(size, int) and size > 1, f"can't vectorize axis {vector_axis}"
       assert GROUP not in self.kinds, "group reductions keep scalar partials"
       self.lanes = size
     self.lane = Variable("__lane", 0, self.lanes - 1)
@@ -337,15 +337,23 @@ class Lowerer:
       self.ctx.update({v: rng for v, rng in zip(self.reduce_vars, ranges)})
     vals = []
     for unroll in self._combos(UNROLL):  # reduce and group axes take their indices, unrolled axes each of their values
-      ridxs = [self.idx[i] if k in (REDUCE, GROUP) else unroll[i] if k == UNROLL else idxs[i] for i, k in enumerate(self.kinds)]
+      ridxs = [self.idx[i] if k in (REDUCE, GROUP) or i == self.vector_axis else unroll[i] if k == UNROLL else idxs[i]
+               for i, k in enumerate(self.kinds)]
       vals.append(self._lower(op.src[0], ridxs))
     self.ctx = saved
     acc = vals[0]
     for v in vals[1:]:
       acc = acc.alu(alu, v)
-    if not ranges:  # everything unrolled: no loop left to reduce over
-      return acc
-    return UOp(UOps.REDUCE, acc.dtype, (acc, *ranges), alu)
+    across = self.vector_axis is not None and self.kinds[self.vector_axis] == UNROLL
+    if across:  # the lanes are elements of this reduction: a vector accumulator, its lanes combined after the loops
+      acc = acc.broadcast(self.lanes)
+    red = UOp(UOps.REDUCE, acc.dtype, (acc, *ranges), alu) if ranges else acc  # no loop left: everything unrolled
+    if across:
+      lanes = [red.gep(i) for i in range(self.lanes)]
+      red = lanes[0]
+      for x in lanes[1:]:
+        red = red.alu(alu, x)
+    return red
 
   def _tc_reduce(self, op: LazyOp, idxs: list[Node]) -> UOp:
     """A sum of products by tensor core: per step of the reduce loops, one WMMA of the warp's tile. This thread
