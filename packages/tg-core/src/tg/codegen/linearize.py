@@ -48,6 +48,7 @@ def linearize(sink: UOp, fuse_mulacc: bool = False) -> list[UOp]:
   uses_range: dict[UOp, frozenset[UOp]] = {}
   graph = sink.toposort()
   reduces = [x for x in graph if x.op is UOps.REDUCE]
+  users = Counter(s for x in graph for s in x.src)
 
   def ranges_of(u: UOp) -> frozenset[UOp]:
     """The loops `u` depends on (a REDUCE doesn't depend on the loops it reduces over)."""
@@ -82,7 +83,9 @@ def linearize(sink: UOp, fuse_mulacc: bool = False) -> list[UOp]:
       accs.append(acc)
     for lp in loops:
       visit(lp)
-    fused = {r: m for r in group if fuse_mulacc and (m := _mulacc(r)) is not None}
+    # a product only this sum uses is folded into its MULACC: done, so nothing emits it again later
+    fused = {r: m for r in group if fuse_mulacc and (m := _mulacc(r)) is not None and users[m] == 1}
+    done.update(fused.values())
     for r in group:
       for x in (r.src[0].src[:2] if _accumulating_wmma(r) or r in fused else (r.src[0],)):
         visit(x)
