@@ -195,7 +195,7 @@ def test_vector_align_refuses_misaligned_vector_loads() -> None:
 
 
 def test_unrolled_reduction_lanes_make_a_vector_accumulator() -> None:
-  ast, bufs = _kernel(_f32(16, 32).sum(1))
+  ast, _ = _kernel(_f32(16, 32).sum(1))
   k = Kernel(ast, Device[Device.DEFAULT].renderer).apply_opts([Opt(OptOps.UNROLL, 1, 4)])
   if k.renderer.vector_width(dtypes.float32) < 4:
     pytest.skip(f"{Device.DEFAULT} declares no float vectors of 4")
