@@ -1,8 +1,8 @@
 """Devectorize: split the vector operations a renderer can't express into one scalar operation per lane.
 
 The lowerer builds vector values for a kernel's vector axis (see Lowerer). A renderer says which vector
-operations it writes as such (`Renderer.keeps_vector`); a GPU dialect may keep only its vector loads and
-stores (CUDA's float4), C has no vector bools, and transcendental fallbacks are written for scalars. Each
+operations it writes as such (`Renderer.keeps_vector`): a renderer may keep only its vector loads and
+stores, or have no vectors of bool, and transcendental fallbacks are written for scalars. Each
 other vector ALU, CAST, BITCAST or REDUCE becomes a VECTORIZE of its lanes, each lane computed from the GEPs
 of the sources; a GEP of a VECTORIZE is the lane itself, so chains of split operations stay scalar end to end
 and only the vector loads and stores remain vectors.

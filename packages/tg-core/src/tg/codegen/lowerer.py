@@ -436,7 +436,7 @@ class Lowerer:
       c = UOp.const(dt, op.arg.val)
       return c if valid.op is UOps.CONST and valid.arg else valid.alu(TernaryOps.WHERE, c, UOp.const(dt, 0))
     buf = self.buffer(op.arg)
-    ldt = (dtypes.uint16 if self.emulate_bf16 and op.arg.dtype == dtypes.bfloat16 else op.arg.dtype).vec(lanes)
+    ldt = self._element(op.arg).vec(lanes)
     if valid.op is UOps.CONST:
       ld = UOp(UOps.LOAD, ldt, (buf, idx)) if valid.arg else UOp.const(ldt, 0)
     else:
@@ -447,7 +447,7 @@ class Lowerer:
     """Consecutive elements whose validity differs by lane (a padded image's row at its edges): one vector LOAD
     with a mask, a VECTORIZE of each lane's validity; masked-off lanes read nothing and are 0."""
     mask = UOp(UOps.VECTORIZE, dtypes.bool.vec(self.lanes), tuple(node_to_uop(v, self.ctx).cast(dtypes.bool) for _, v in lanes))
-    ldt = (dtypes.uint16 if self.emulate_bf16 and op.arg.dtype == dtypes.bfloat16 else op.arg.dtype).vec(self.lanes)
+    ldt = self._element(op.arg).vec(self.lanes)
     ld = UOp(UOps.LOAD, ldt, (self.buffer(op.arg), node_to_uop(lanes[0][0], self.ctx), mask, UOp.const(ldt, 0)))
     return _bf16_to_float(ld) if ldt.scalar() != op.arg.dtype else ld
 

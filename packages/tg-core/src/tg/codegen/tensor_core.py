@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tg.dtype import DType, dtypes
-from tg.ops import LazyOp, UnaryOps
+from tg.ops import LazyOp, UnaryOps, truncate
 
 Layout = Callable[[Any, int], tuple[Any, Any]]
 
@@ -62,7 +62,6 @@ TENSOR_CORES = {tc.name: tc for tc in (MMA_M16N8K16_F16_F32,)}  # by name: the W
 def emulate_wmma(tc: TensorCore, a: list[tuple[Any, ...]], b: list[tuple[Any, ...]], c: list[tuple[Any, ...]]) -> list[tuple[float, ...]]:
   """One warp's WMMA: each list has one fragment per lane. Returns each lane's fragment of D = A @ B + C, with exact
   products and sums rounded once to the accumulator's type (the hardware keeps at least float32 inside)."""
-  from tg.ops import truncate
   m, n, k = tc.dims
   A = [[0.0] * k for _ in range(m)]
   B = [[0.0] * n for _ in range(k)]
