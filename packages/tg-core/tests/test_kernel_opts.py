@@ -116,6 +116,43 @@ def test_heuristics_match_unoptimized() -> None:
     np.testing.assert_allclose(_run(ast, bufs, k.applied_opts), _run(ast, bufs, []), rtol=1e-5, atol=1e-5, err_msg=name)
 
 
+def test_cpu_heuristics_unroll_a_conv_window() -> None:
+  """A 3x3 window is unrolled whole (its masks then don't change inside the channel loop); the channel loop stays."""
+  renderer = Device[Device.DEFAULT].renderer
+  if renderer.global_ids:
+    pytest.skip(f"{Device.DEFAULT} gets the workgroup heuristics")
+  x, w = Tensor(rng.standard_normal((1, 8, 8, 8)).astype(np.float32)), Tensor(rng.standard_normal((8, 8, 3, 3)).astype(np.float32))
+  ast, bufs = _kernel_and_bufs(x.conv2d(w, padding=1))
+  k = Kernel(ast, renderer).hand_coded_optimizations()
+  reduce_sizes = [s for s, kind in zip(k.full_shape, k.kinds) if kind == REDUCE and s != 1]
+  assert reduce_sizes == [8], f"the window should be unrolled and the channels looped: {k.full_shape} {k.kinds}"
+  assert [o.amt for o in k.applied_opts if o.op is OptOps.UNROLL] == [0, 0]
+  np.testing.assert_allclose(_run(ast, bufs, k.applied_opts), _run(ast, bufs, []), rtol=1e-5, atol=1e-5)
+
+
+def test_unrolled_copies_count_a_vector_once() -> None:
+  """MAX_UNROLLED (256) bounds the copies of the body, a vector's lanes counting as one copy."""
+  ast, _ = _build("matmul")  # 8 x 16 outputs, 12 reduced
+
+  class Vectors(PythonRenderer):
+    vector_bytes = 64
+
+  class Scalars(PythonRenderer):
+    vector_bytes = 0
+
+  tile = [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 8)]
+  r = Kernel(ast, Vectors()).apply_opts(tile).kinds.index(REDUCE)
+  k = Kernel(ast, Vectors()).apply_opts(tile + [Opt(OptOps.UNROLL, r, 0)])  # 8 x 12 = 96 vectors of 16
+  assert k.full_shape[-1] == 12 and k.kinds[-1] == "n"
+  with pytest.raises(KernelOptError, match="unrolled copies"):
+    Kernel(ast, Scalars()).apply_opts(tile + [Opt(OptOps.UNROLL, r, 0)])  # 1536 scalars
+  cols = [Opt(OptOps.UPCAST, 1, 16)]
+  r = Kernel(ast, Scalars()).apply_opts(cols).kinds.index(REDUCE)
+  Kernel(ast, Scalars()).apply_opts(cols + [Opt(OptOps.UNROLL, r, 0)])  # 16 x 12 = 192 scalars
+  with pytest.raises(KernelOptError, match="unrolled copies"):
+    Kernel(ast, Scalars()).apply_opts(cols + [Opt(OptOps.UNROLL, r, 0), Opt(OptOps.UPCAST, 0, 2)])  # 384
+
+
 def test_bad_opts_raise() -> None:
   ast, _ = _build("matmul")
   renderer = Device[Device.DEFAULT].renderer

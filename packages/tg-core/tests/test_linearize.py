@@ -1,4 +1,4 @@
-"""The linearizer's IF blocks, and every device running one.
+"""The linearizer's IF blocks, and every device running one; how a reduce's terms go into its accumulator.
 
 A STORE that references an IF is emitted inside that block, with everything only such stores need (a loop and its
 loads); a value also needed outside is computed before the block. Devices render the block as a branch, and the
@@ -15,7 +15,7 @@ from tg.codegen.uops import UOp, UOps
 from tg.device import Buffer
 from tg.dtype import dtypes
 from tg.engine.realize import CompiledRunner
-from tg.ops import BinaryOps
+from tg.ops import BinaryOps, TernaryOps
 from tg.plugins.python import PythonCompiler, PythonProgram, PythonRenderer
 from tg.renderer import Program, Renderer
 
@@ -110,3 +110,49 @@ def test_python_masked_lanes_touch_no_memory(cond: str) -> None:
   xs, res = np.arange(12, dtype=np.float32), np.full(2, -1.0, np.float32)
   PythonProgram("k", lib)(res, xs, global_size=(1,), local_size=(4,))
   np.testing.assert_array_equal(res, xs.reshape(2, 6).sum(1))
+
+
+def _unrolled_sum(op: BinaryOps) -> tuple[UOp, list[UOp]]:
+  """out[0] = reduce(op) over k of x[3k]*y[3k] (op) x[3k+1]*y[3k+1] (op) x[3k+2]*y[3k+2]: three unrolled terms per loop
+  step, combined the way the lowerer combines an UNROLL's copies. Returns the sink and the three products."""
+  out, x, y = (UOp(UOps.DEFINE_GLOBAL, f32.ptr(), (), n) for n in range(3))
+  k = _loop(1000, K)
+  prods = [UOp(UOps.LOAD, f32, (x, k * 3 + j)) * UOp(UOps.LOAD, f32, (y, k * 3 + j)) for j in range(3)]
+  red = UOp(UOps.REDUCE, f32, (prods[0].alu(op, prods[1]).alu(op, prods[2]), k), op)
+  return UOp(UOps.SINK, None, (UOp(UOps.STORE, None, (out, UOp.const(i32, 0), red)),)), prods
+
+
+def test_unrolled_terms_go_into_the_accumulator_one_by_one() -> None:
+  """acc = ((acc + t0) + t1) + t2: no sum of the terms first, and with fused_mulacc each product is one MULACC."""
+  sink, prods = _unrolled_sum(BinaryOps.ADD)
+  uops = linearize(sink, fuse_mulacc=True)
+  acc = next(u for u in uops if u.op is UOps.DEFINE_ACC)
+  fmas = [u for u in uops if u.op is UOps.ALU and u.arg is TernaryOps.MULACC]
+  assert [f.src[:2] for f in fmas] == [p.src for p in prods]
+  assert [f.src[2] for f in fmas] == [acc, *fmas[:2]], "each term adds into the previous update, the first into acc"
+  assert not any(u.op is UOps.ALU and u.arg in (BinaryOps.ADD, BinaryOps.MUL) and u.dtype == f32 for u in uops), "a product or sum left over"
+  assert next(u for u in uops if u.op is UOps.ASSIGN).src == (acc, fmas[-1])
+  plain = linearize(sink, fuse_mulacc=False)
+  adds = [u for u in plain if u.op is UOps.ALU and u.arg is BinaryOps.ADD and u.dtype == f32]
+  assert [a.src[0] for a in adds] == [next(u for u in plain if u.op is UOps.DEFINE_ACC), *adds[:2]]
+
+
+def test_max_of_products_is_never_a_multiply_add() -> None:
+  sink, _ = _unrolled_sum(BinaryOps.MAX)
+  uops = linearize(sink, fuse_mulacc=True)
+  assert not any(u.op is UOps.ALU and u.arg is TernaryOps.MULACC for u in uops)
+  assert sum(1 for u in uops if u.op is UOps.ALU and u.arg is BinaryOps.MAX) == 3
+
+
+def test_a_sum_another_reduce_uses_is_computed_once_and_added_whole() -> None:
+  sink, _ = _unrolled_sum(BinaryOps.ADD)
+  store = sink.src[0]
+  red = store.src[2]
+  terms = red.src[0]
+  biggest = UOp(UOps.REDUCE, f32, (terms, *red.src[1:]), BinaryOps.MAX)  # the same loop: one nest updates both
+  extra = UOp(UOps.STORE, None, (UOp(UOps.DEFINE_GLOBAL, f32.ptr(), (), 3), UOp.const(i32, 0), biggest))
+  uops = linearize(UOp(UOps.SINK, None, (store, extra)), fuse_mulacc=True)
+  assert uops.count(terms) == 1
+  sum_acc = next(u for u in uops if u.op is UOps.DEFINE_ACC and u.arg is red)
+  update = next(u for u in uops if u.op is UOps.ASSIGN and u.src[0] is sum_acc).src[1]
+  assert update.op is UOps.ALU and update.arg is BinaryOps.ADD and update.src == (sum_acc, terms)

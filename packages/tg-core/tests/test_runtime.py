@@ -6,9 +6,10 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from tg import Device, Tensor
-from tg.device import Compiler, LRUAllocator
+from tg.device import Compiler, HostAllocator, LRUAllocator
 from tg.helpers import Context, GlobalCounters, diskcache_get, diskcache_put
 
 
@@ -81,6 +82,27 @@ class CountingAllocator(LRUAllocator):
   def _alloc(self, size: int, options: object) -> bytearray:
     self.allocs += 1
     return bytearray(size)
+
+
+def test_host_allocator_slack_is_readable_and_never_handed_out() -> None:
+  """CPU devices may read a vector past either end of a buffer (Renderer.overread_bytes): the allocator's slack."""
+  alloc = HostAllocator(slack=64)
+  bufs = [alloc.alloc(n) for n in (4, 100, 4096)]
+  for b, n in zip(bufs, (4, 100, 4096)):
+    mv = memoryview(b)
+    assert mv.nbytes == n
+    whole = mv.obj  # the backing bytearray: the buffer sits 64 bytes in, with 64 more after it
+    assert len(whole) == n + 128
+    mv[:] = b"\xff" * n
+    assert whole[:64] == bytes(64) and whole[64 + n:] == bytes(64), "a write to the buffer reached the slack"
+  assert isinstance(HostAllocator().alloc(8), bytearray)  # no slack: a plain bytearray, as before
+
+
+def test_cpu_devices_allocate_the_slack_their_loads_read() -> None:
+  renderer, allocator = Device[Device.DEFAULT].renderer, Device[Device.DEFAULT].allocator
+  if renderer is None or not renderer.overread_bytes:
+    pytest.skip(f"{Device.DEFAULT}'s loads never read past a buffer")
+  assert isinstance(allocator, HostAllocator) and allocator.slack >= renderer.overread_bytes
 
 
 def test_lru_allocator_reuses_freed_buffers() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 from tg.device import Allocator, Compiler, HostAllocator
 from tg.plugins import hookimpl
 from tg.renderer import Renderer
+from tg.renderer.cpu import native_vector_bytes
 from tg_clang.compiler import CLANG, ClangCompiler, clang_version
 from tg_clang.graph import ClangGraph
 from tg_clang.renderer import ClangRenderer
@@ -40,7 +41,8 @@ def tg_compiler(device: str) -> Compiler | None:
 
 @hookimpl
 def tg_allocator(device: str) -> Allocator | None:
-  return HostAllocator() if device == DEVICE else None  # kernels run on the host: plain host memory
+  # kernels run on the host: plain host memory, with the slack that lets them read whole vectors at a buffer's ends
+  return HostAllocator(slack=native_vector_bytes()) if device == DEVICE else None
 
 
 @hookimpl

@@ -12,6 +12,8 @@ from tg.ops import UnaryOps
 from tg.renderer.cpu import END, START, loop_to_split, native_vector_bytes, outer_symbol
 from tg.renderer.cstyle import CStyleLanguage
 
+LANE_MASK = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}  # a mask lane as wide as the data lane
+
 
 class ClangRenderer(CStyleLanguage):
   device = "CLANG"
@@ -23,7 +25,8 @@ class ClangRenderer(CStyleLanguage):
   nan = "__builtin_nanf(\"\")"
   # clang's ext_vector_type vectors, as wide as the CPU's registers; __fp16 is a storage type with no vector math
   vector_bytes = native_vector_bytes()
-  masked_vector_loads = True  # rendered as a vector load when all lanes are valid, else lane by lane
+  masked_vector_loads = True  # a whole vector read (see overread_bytes), its masked-off lanes then replaced
+  overread_bytes = native_vector_bytes()  # the CLANG allocator's slack around every buffer
   fused_mulacc = True  # ((a*b)+c) in one expression, contracted to an FMA by -ffp-contract=on (and only that)
   vector_dtypes = frozenset({dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
                              dtypes.uint64, dtypes.float32, dtypes.float64})
@@ -35,12 +38,38 @@ class ClangRenderer(CStyleLanguage):
   def render(self, name: str, uops: list[UOp]) -> str:
     self._split: UOp | None = loop_to_split(uops)
     # every vector type the kernel uses, declared unaligned (aligned(elem)): vector loads may start at any element
-    vecs = sorted({u.dtype for u in uops if u.dtype is not None and u.dtype.count > 1 and u.dtype.scalar() != dtypes.bool
-                   and not isinstance(u.dtype, PtrDType)},
-                  key=lambda dt: (dt.priority, dt.count))
+    used = {u.dtype for u in uops if u.dtype is not None and u.dtype.count > 1 and u.dtype.scalar() != dtypes.bool
+            and not isinstance(u.dtype, PtrDType)} | {self._lane_mask(u.dtype) for u in uops if self._is_masked_load(u)}
+    vecs = sorted(used, key=lambda dt: (dt.priority, dt.count))
     self._typedefs = "".join(f"typedef {self.render_dtype(dt.scalar())} {self.render_dtype(dt)} "
                              f"__attribute__((ext_vector_type({dt.count}), aligned({dt.scalar().itemsize})));\n" for dt in vecs)
     return super().render(name, uops)
+
+  @staticmethod
+  def _is_masked_load(u: UOp) -> bool:
+    return u.op is UOps.LOAD and len(u.src) == 4 and u.dtype is not None and u.dtype.count > 1
+
+  @staticmethod
+  def _lane_mask(dt: DType | None) -> DType:
+    assert dt is not None
+    return LANE_MASK[dt.scalar().itemsize].vec(dt.count)
+
+  def render_masked_load(self, out: str, u: UOp, r: dict[UOp, str]) -> list[str]:
+    """Branch-free: read the whole vector, from lane 0's index when any lane is valid (then every lane lies within the
+    allocator's slack of the buffer), else from element 0; keep the valid lanes' bits and the alternative's elsewhere."""
+    assert u.dtype is not None
+    if self.overread_bytes < u.dtype.itemsize:
+      return super().render_masked_load(out, u, r)
+    buf, idx = r[u.src[0]], r[u.src[1]]
+    oks = list(dict.fromkeys(r[m] for m in u.src[2].src))
+    mt, vt = self.render_dtype(self._lane_mask(u.dtype)), self.render_dtype(u.dtype)
+    mask = f"({mt}){{{','.join(f'-({r[m]})' for m in u.src[2].src)}}}"
+    whole = f"({mt})*(({vt}*)({buf}+(({'|'.join(oks)})?{idx}:0)))"
+    alt = u.src[3]
+    keep_alt = not (alt.op is UOps.CONST and alt.arg == 0) and not (alt.op is UOps.VECTORIZE and all(
+      x.op is UOps.CONST and x.arg == 0 for x in alt.src))
+    bits = f"({whole}&{mask})" + (f"|(({mt}){r[alt]}&~{mask})" if keep_alt else "")
+    return [f"{out} = ({vt})({bits});"]
 
   def render_loop(self, u: UOp, i: str, start: str, end: str) -> str:
     if u is self._split:

@@ -73,10 +73,19 @@ class LRUAllocator(Allocator):
 
 
 class HostAllocator(LRUAllocator):
-  """Buffers in host memory: any object with the buffer protocol (a bytearray by default)."""
+  """Buffers in host memory: any object with the buffer protocol (a bytearray by default).
+
+  `slack`: bytes before and after every buffer that stay readable (zeros, never handed out), for a device whose
+  kernels may read a little past either end of a buffer (Renderer.overread_bytes)."""
+
+  def __init__(self, slack: int = 0) -> None:
+    super().__init__()
+    self.slack = slack
 
   def _alloc(self, size: int, options: Any) -> Any:
-    return bytearray(size)
+    if not self.slack:
+      return bytearray(size)
+    return memoryview(bytearray(size + 2 * self.slack))[self.slack:self.slack + size]
 
   def copyin(self, dest: Any, src: memoryview) -> None:
     memoryview(dest).cast("B")[:] = src

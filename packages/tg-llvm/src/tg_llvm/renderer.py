@@ -36,7 +36,8 @@ class LLVMRenderer(Renderer):
   unsupported_dtypes = frozenset({dtypes.bfloat16})
   transcendental_fallback = frozenset({UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN})
   vector_bytes = native_vector_bytes()  # <n x T> as wide as the CPU's registers
-  masked_vector_loads = True  # llvm.masked.load
+  masked_vector_loads = True  # a whole vector read and a select (see overread_bytes), else llvm.masked.load
+  overread_bytes = native_vector_bytes()  # the LLVM allocator's slack around every buffer
   fused_mulacc = True  # llvm.fmuladd
 
   def keeps_vector(self, u: UOp) -> bool:
@@ -50,14 +51,14 @@ class LLVMRenderer(Renderer):
     return True
 
   def render(self, name: str, uops: list[UOp]) -> str:
-    return _KernelWriter(name, uops).render()
+    return _KernelWriter(name, uops, self.overread_bytes).render()
 
 
 class _KernelWriter:
   """One kernel's walk: the values of uops (`r`), the allocas of accumulators and loops, and index bounds."""
 
-  def __init__(self, name: str, uops: list[UOp]) -> None:
-    self.name, self.uops = name, uops
+  def __init__(self, name: str, uops: list[UOp], overread_bytes: int = 0) -> None:
+    self.name, self.uops, self.overread_bytes = name, uops, overread_bytes
     self.b = IRBuilder()
     self.r: dict[UOp, str] = {}
     self.acc: dict[UOp, str] = {}  # DEFINE_ACC (and the REDUCE it stands for) -> its alloca
@@ -137,25 +138,38 @@ class _KernelWriter:
     return self.b.value(f"phi {ll_type(u.dtype)} [ {x}, %{then} ], [ {alt}, %{before} ]")
 
   def masked_load(self, u: UOp) -> str:
-    """A vector load with one bool per lane: when every lane is valid (all but the edges of a padded image) a plain
-    vector load, else llvm.masked.load, where masked-off lanes touch no memory. Lane 0's address may then lie
-    outside the buffer, so that GEP is not inbounds."""
+    """A vector load with one bool per lane. Where the allocator's slack covers a vector (overread_bytes), branch-free:
+    the whole vector is read, from lane 0's index when any lane is valid (every lane then lies within the slack of
+    the buffer), else from element 0, and an and with the mask's bits keeps the valid lanes. Otherwise llvm.masked.load, where
+    masked-off lanes touch no memory; lane 0's address may then lie outside the buffer, so that GEP is not inbounds."""
     buf, idx, mask, alt = u.src
     assert u.dtype is not None and isinstance(buf.dtype, PtrDType) and idx.dtype is not None and mask.dtype is not None
-    t, mt, m = ll_type(u.dtype), ll_type(mask.dtype), self.val(mask)
-    every = self.b.call("i1", f"llvm.vector.reduce.and.v{mask.dtype.count}i1", [(mt, m)])
-    whole, part, end = self.b.label("whole"), self.b.label("part"), self.b.label("loaded")
-    self.b.emit(f"br i1 {every}, label %{whole}, label %{part}")
-    self.b.start_block(whole)
-    x = self.load(buf, idx, u.dtype)
-    self.b.emit(f"br label %{end}")
-    self.b.start_block(part)
-    p = self.b.value(f"getelementptr {mem_type(buf.dtype.base)}, ptr {self.r[buf]}, {ll_type(idx.dtype)} {self.val(idx)}")
-    y = self.b.call(t, f"llvm.masked.load.{intrinsic_suffix(u.dtype)}.p0", [("ptr", p), ("i32", str(u.dtype.scalar().itemsize)), (mt, m),
-                                                                           (t, self.val(alt))])
-    self.b.emit(f"br label %{end}")
-    self.b.start_block(end)
-    return self.b.value(f"phi {t} [ {x}, %{whole} ], [ {y}, %{part} ]")
+    t, mt, it = ll_type(u.dtype), ll_type(mask.dtype), ll_type(idx.dtype)
+    if self.overread_bytes >= u.dtype.itemsize:
+      lanes = list(dict.fromkeys(self.val(x) for x in mask.src))
+      some = lanes[0]
+      for x in lanes[1:]:
+        some = self.b.value(f"or i1 {some}, {x}")
+      i = self.b.value(f"select i1 {some}, {it} {self.val(idx)}, {it} 0")
+      p = self.b.value(f"getelementptr {mem_type(buf.dtype.base)}, ptr {self.r[buf]}, {it} {i}")
+      whole = self.b.value(f"load {t}, ptr {p}, align {u.dtype.scalar().itemsize}")
+      # the mask as lanes of all-one or all-zero bits, as wide as the data's: an and, where a select on a vector of
+      # i1s built lane by lane costs x86 a mask-register shuffle per lane
+      n, w = u.dtype.count, u.dtype.scalar().itemsize * 8
+      bits = "undef"
+      for k, lane in enumerate(mask.src):
+        x = self.b.value(f"sext i1 {self.val(lane)} to i{w}")
+        bits = self.b.value(f"insertelement <{n} x i{w}> {bits}, i{w} {x}, i32 {k}")
+      ints = self.b.value(f"bitcast {t} {whole} to <{n} x i{w}>")
+      kept = self.b.value(f"and <{n} x i{w}> {ints}, {bits}")
+      if not (alt.op is UOps.VECTORIZE and all(x.op is UOps.CONST and x.arg == 0 for x in alt.src)):
+        inv = self.b.value(f"xor <{n} x i{w}> {bits}, <{', '.join([f'i{w} -1'] * n)}>")
+        other = self.b.value(f"and <{n} x i{w}> {inv}, " + self.b.value(f"bitcast {t} {self.val(alt)} to <{n} x i{w}>"))
+        kept = self.b.value(f"or <{n} x i{w}> {kept}, {other}")
+      return self.b.value(f"bitcast <{n} x i{w}> {kept} to {t}")
+    p = self.b.value(f"getelementptr {mem_type(buf.dtype.base)}, ptr {self.r[buf]}, {it} {self.val(idx)}")
+    return self.b.call(t, f"llvm.masked.load.{intrinsic_suffix(u.dtype)}.p0",
+                       [("ptr", p), ("i32", str(u.dtype.scalar().itemsize)), (mt, self.val(mask)), (t, self.val(alt))])
 
   def gated_store(self, u: UOp, valid: UOp) -> None:
     then, end = self.b.label("store"), self.b.label("stored")

@@ -40,7 +40,9 @@ from tg.renderer import Program, Renderer
 from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import Node, sint
 
-MAX_UNROLLED = 256  # copies of the kernel body one thread may hold: more only bloats code and registers
+# copies of the kernel body one thread may hold, a vector's lanes counting as one copy: more only bloats code and registers
+MAX_UNROLLED = 256
+SMALL_REDUCE = 7  # a reduce axis up to this size (a conv's window) is unrolled whole by the CPU heuristics
 
 
 class OptOps(Enum):
@@ -189,9 +191,12 @@ class Kernel:
       raise KernelOptError(f"{opt}: {amt} must be > 1 and divide the axis size {size}")
     new_kind = {OptOps.UPCAST: UPCAST, OptOps.UNROLL: UNROLL, OptOps.LOCAL: LOCAL, OptOps.GROUP: GROUP, OptOps.GROUPTOP: GROUP}[opt.op]
     if new_kind in (UPCAST, UNROLL):
-      unrolled = prod(s for s, k in zip(shape, kinds) if k in (UPCAST, UNROLL) and isinstance(s, int)) * amt
-      if unrolled > MAX_UNROLLED:
-        raise KernelOptError(f"{opt}: {unrolled} unrolled copies is more than {MAX_UNROLLED}")
+      sizes = [s for s, k in zip(shape, kinds) if k in (UPCAST, UNROLL) and isinstance(s, int)] + [amt]
+      # the lanes of one vector are one copy: the widest power-of-two axis a vector of the kernel's dtype can hold
+      width = max((self.renderer.vector_width(op.arg.dtype) for op in self.ast.lazyops() if op.op in BufferOps), default=1)
+      lanes = max((x for x in sizes if x <= width and x & (x - 1) == 0), default=1)
+      if (unrolled := prod(sizes) // lanes) > MAX_UNROLLED:
+        raise KernelOptError(f"{opt}: {unrolled} unrolled copies (of vectors of {lanes}) is more than {MAX_UNROLLED}")
     else:
       self._check_workgroup(opt, amt)
     self._split(opt.axis, amt, new_kind, top=opt.op is OptOps.GROUPTOP)
@@ -283,6 +288,13 @@ class Kernel:
         width = min((self.renderer.vector_width(op.arg.dtype) for op in self.ast.lazyops() if op.op is BufferOps.LOAD), default=1)
         any(isinstance(shape[r], int) and shape[r] > amt and self._try(Opt(OptOps.UNROLL, r, amt)) for amt in dict.fromkeys((width, 4)) if amt > 1)
       else:
+        # a small window (a conv's 3 x 3) is unrolled whole, the innermost axis first: its loops' overhead goes, and a
+        # padded image's masks then no longer change inside the remaining reduce loop, so the compiler hoists them
+        # (measured on bench/'s 3x3 conv: 13.6 -> 10.5 ms on CLANG, 11.0 -> 10.3 on LLVM)
+        for r in reversed([i for i, k in enumerate(self.kinds) if k == REDUCE]):
+          size = self.full_shape[r]
+          if isinstance(size, int) and 1 < size <= SMALL_REDUCE and not self._try(Opt(OptOps.UNROLL, r, 0)):
+            break
         self._block_for_cache()
     elif globals_:
       self._try(Opt(OptOps.UPCAST, globals_[-1], 4))

@@ -32,13 +32,27 @@ def _accumulating_wmma(r: UOp) -> bool:
   return r.arg is BinaryOps.ADD and w.op is UOps.WMMA and all(c.op is UOps.CONST and c.arg == 0 for c in w.src[2].src)
 
 
-def _mulacc(r: UOp) -> UOp | None:
-  """The product r sums, when it is a float32/float64 MUL: the accumulation can be one fused multiply-add."""
-  x = r.src[0]
-  if r.arg is BinaryOps.ADD and x.op is UOps.ALU and x.arg is BinaryOps.MUL and x.dtype is not None and \
-      x.dtype.scalar() in (dtypes.float32, dtypes.float64):
+def _product(x: UOp) -> UOp | None:
+  """x, when it is a float32/float64 MUL: adding it to an accumulator can be one fused multiply-add."""
+  if x.op is UOps.ALU and x.arg is BinaryOps.MUL and x.dtype is not None and x.dtype.scalar() in (dtypes.float32, dtypes.float64):
     return x
   return None
+
+
+def _chain(x: UOp, op: object, users: Counter[UOp], done: set[UOp]) -> tuple[list[UOp], list[UOp]]:
+  """The operands (left to right) and the links of the tree of binary `op` ALUs rooted at x, the reduce's input. A
+  link is an ALU that is not emitted yet and that has one user (the reduce, or the link above it)."""
+  terms: list[UOp] = []
+  links: list[UOp] = []
+  def rec(u: UOp) -> None:
+    if u.op is UOps.ALU and u.arg is op and len(u.src) == 2 and u not in done and users[u] == 1:
+      links.append(u)
+      rec(u.src[0])
+      rec(u.src[1])
+    else:
+      terms.append(u)
+  rec(x)
+  return terms, links
 
 
 def linearize(sink: UOp, fuse_mulacc: bool = False) -> list[UOp]:
@@ -83,20 +97,28 @@ def linearize(sink: UOp, fuse_mulacc: bool = False) -> list[UOp]:
       accs.append(acc)
     for lp in loops:
       visit(lp)
-    # a product only this sum uses is folded into its MULACC: done, so nothing emits it again later
-    fused = {r: m for r in group if fuse_mulacc and (m := _mulacc(r)) is not None and users[m] == 1}
-    done.update(fused.values())
+    # the value a reduce adds in each iteration is often a chain of the same op (the lowerer combines unrolled
+    # elements so): it goes into the accumulator term by term, acc = ((acc + t0) + t1) + ..., so that each product
+    # term is one fused multiply-add and the terms need no sum of their own first. Only a link nothing else uses is
+    # split up; it and a product folded into a MULACC are done, so nothing emits them again later
+    chains = {r: ([r.src[0]], []) if _accumulating_wmma(r) else _chain(r.src[0], r.arg, users, done) for r in group}
+    terms = {r: ts for r, (ts, _) in chains.items()}
+    fused = {t for r, ts in terms.items() if fuse_mulacc and r.arg is BinaryOps.ADD for t in ts if _product(t) is not None and users[t] == 1}
+    done.update(fused, *(links for _, links in chains.values()))
     for r in group:
-      for x in (r.src[0].src[:2] if _accumulating_wmma(r) or r in fused else (r.src[0],)):
-        visit(x)
+      for t in terms[r]:
+        for x in (t.src[:2] if _accumulating_wmma(r) or t in fused else (t,)):
+          visit(x)
     for r, acc in zip(group, accs):
-      if _accumulating_wmma(r):  # a sum of WMMAs accumulates in the WMMA itself: acc = A @ B + acc
-        update = UOp(UOps.WMMA, r.dtype, (*r.src[0].src[:2], acc), r.src[0].arg)
-      elif r in fused:
-        update = UOp(UOps.ALU, r.dtype, (*fused[r].src, acc), TernaryOps.MULACC)
-      else:
-        update = UOp(UOps.ALU, r.dtype, (acc, r.src[0]), r.arg)
-      emit(update)
+      update = acc
+      for t in terms[r]:
+        if _accumulating_wmma(r):  # a sum of WMMAs accumulates in the WMMA itself: acc = A @ B + acc
+          update = UOp(UOps.WMMA, r.dtype, (*t.src[:2], update), t.arg)
+        elif t in fused:
+          update = UOp(UOps.ALU, r.dtype, (*t.src, update), TernaryOps.MULACC)
+        else:
+          update = UOp(UOps.ALU, r.dtype, (update, t), r.arg)
+        emit(update)
       emit(UOp(UOps.ASSIGN, r.dtype, (acc, update)))
     for lp in reversed(loops):
       emit(UOp(UOps.ENDRANGE, None, (lp,)))

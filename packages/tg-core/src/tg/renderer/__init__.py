@@ -36,6 +36,11 @@ class Renderer:
   # a vector LOAD may have a mask (a VECTORIZE of one bool per lane, the only bool vector core makes): masked-off
   # lanes read nothing and get the alternative value. Without it, such lanes are gathered one by one
   masked_vector_loads: bool = False
+  # bytes a load may read before the start and after the end of a buffer, because the device's allocator keeps them
+  # readable (HostAllocator's slack). From a vector's size on, a masked vector LOAD may read the whole vector
+  # (whenever any lane is valid its lanes lie within that distance of the buffer) and then zero the masked-off
+  # lanes: no branch and no lane-by-lane gather at a padded image's edges
+  overread_bytes: int = 0
   # dtypes the device computes in directly; others are emulated by core (bfloat16 through uint16 bits)
   unsupported_dtypes: frozenset[DType] = frozenset()
   # dtypes the device can't hold in a kernel at all (e.g. WGSL has no float64 or int64): a kernel that needs one
