@@ -26,6 +26,7 @@ class ClangRenderer(CStyleLanguage):
   # clang's ext_vector_type vectors, as wide as the CPU's registers; __fp16 is a storage type with no vector math
   vector_bytes = native_vector_bytes()
   masked_vector_loads = True  # a whole vector read (see overread_bytes), its masked-off lanes then replaced
+  matmul_panel = native_vector_bytes() // 4  # one float32 vector: the CPU heuristics' tile is as wide
   overread_bytes = native_vector_bytes()  # the CLANG allocator's slack around every buffer
   fused_mulacc = True  # ((a*b)+c) in one expression, contracted to an FMA by -ffp-contract=on (and only that)
   vector_dtypes = frozenset({dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,

@@ -37,6 +37,7 @@ class LLVMRenderer(Renderer):
   transcendental_fallback = frozenset({UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN})
   vector_bytes = native_vector_bytes()  # <n x T> as wide as the CPU's registers
   masked_vector_loads = True  # a whole vector read and a select (see overread_bytes), else llvm.masked.load
+  matmul_panel = native_vector_bytes() // 4  # one float32 vector: the CPU heuristics' tile is as wide
   overread_bytes = native_vector_bytes()  # the LLVM allocator's slack around every buffer
   fused_mulacc = True  # llvm.fmuladd
 

@@ -22,8 +22,11 @@ def split_lanes(u: UOp) -> UOp:
 
 
 def devectorize(sink: UOp, keep: Callable[[UOp], bool]) -> UOp:
-  """Split every vector ALU/CAST/BITCAST/REDUCE of the graph for which `keep` is False."""
+  """Split every vector ALU/CAST/BITCAST/REDUCE of the graph for which `keep` is False. A REDUCE of WMMAs is never
+  split: a tensor core's fragment of the output is one value, accumulated by the WMMA instruction itself."""
   def split(u: UOp) -> UOp | None:
+    if u.op is UOps.REDUCE and u.src[0].op is UOps.WMMA:
+      return None
     return split_lanes(u) if u.dtype is not None and u.dtype.count > 1 and not keep(u) else None
 
   pm = PatternMatcher([

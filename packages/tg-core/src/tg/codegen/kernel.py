@@ -390,8 +390,6 @@ class Kernel:
     # fallbacks are scalar code), become one scalar operation per lane
     fallback, r = self.renderer.transcendental_fallback, self.renderer
     def keep(u: UOp) -> bool:
-      if u.op is UOps.REDUCE and u.src[0].op is UOps.WMMA:
-        return True  # a tensor core's accumulator: the fragment is one value, accumulated by the WMMA itself
       return r.keeps_vector(u) and not (u.op is UOps.ALU and u.arg in fallback) and \
         all(r.vector_width(x.dtype.scalar()) >= x.dtype.count for x in (u, *u.src) if x.dtype is not None)
     sink = devectorize(sink, keep)

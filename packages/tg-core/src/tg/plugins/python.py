@@ -70,6 +70,15 @@ def _load(buf: memoryview, dt: DType, idx: int) -> Any:
   return buf[idx]
 
 
+def _read(buf: memoryview, dt: DType, count: int, i: int, ok: Any, other: Any) -> Any:
+  """A LOAD's value in one lane: one element, or a vector's `count` consecutive elements, each read only where valid
+  (a vector's mask has one bool per element) and `other` elsewhere."""
+  if count == 1:
+    return _load(buf, dt, i) if ok else other
+  oks = ok if isinstance(ok, tuple) else (ok,) * count
+  return tuple(_load(buf, dt, i + k) if ok_k else o_k for k, (ok_k, o_k) in enumerate(zip(oks, other)))
+
+
 def _store(buf: memoryview, dt: DType, idx: int, val: Any) -> None:
   if dt == dtypes.bfloat16:
     (bits,) = struct.unpack("<I", struct.pack("<f", truncate(dtypes.bfloat16, val)))
@@ -148,14 +157,8 @@ class PythonProgram:
         zero = (0,) * count if count > 1 else 0
         valid, alt = (v[src[2]], v[src[3]]) if len(src) == 4 else ([True] * n, [zero] * n)
 
-        def read(i: int, ok: Any, other: Any) -> Any:
-          """One element, or a vector's consecutive elements; a vector's mask has one bool per element."""
-          if count == 1:
-            return _load(buf, bdt, i) if ok else other
-          oks = ok if isinstance(ok, tuple) else (ok,) * count
-          return tuple(_load(buf, bdt, i + k) if ok_k else o_k for k, (ok_k, o_k) in enumerate(zip(oks, other)))
         # masked-off lanes (an IF's inactive threads) read nothing
-        v[pc] = [read(i, ok, other) if act else other for i, ok, other, act in zip(idxs, valid, alt, on)]
+        v[pc] = [_read(buf, bdt, count, i, ok, other) if act else other for i, ok, other, act in zip(idxs, valid, alt, on)]
       elif op == "STORE":
         gate = next((v[s] for s in src[3:] if prog[s][0] != "IF"), on)  # its predicate, if any (an IF is the block)
         idxs, data = v[src[1]], v[src[2]]
