@@ -6,7 +6,7 @@
 
   relu chain : (x*2+1).relu()*x        4 FLOPs/element; tg fuses it into one kernel
   gelu (tanh): 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))   (torch: F.gelu(approximate="tanh"))
-  sum        : x.sum() to a scalar
+  sum        : x.sum() to a scalar, eagerly and under TinyJit (the same kernels without tg's per-call Python)
 
 GB/s is the minimal traffic over the median time: an elementwise chain reads x once and writes y once,
 8 bytes/element -> 16M * 8 B = 134 MB per call; the sum reads 4 bytes/element -> 67 MB. numpy runs the chains
@@ -48,6 +48,14 @@ def run(mode: str = "small", n: int | None = None, reps: int | None = None) -> l
      8 * n, f"read {mb:.0f} MB + write {mb:.0f} MB"),
     ("sum", lambda x: x.sum().realize(), lambda x: x.sum(), lambda x: x.sum(), 4 * n, f"read {mb:.0f} MB"),
   ]
+  # the sum's kernels take about as long as tg's Python per call (building the graph, scheduling: 0.15-0.4 ms); under
+  # TinyJit only the kernels run, which shows what the generated code does on its own
+  TinyJit, why = bl.load_tinyjit()
+  if TinyJit is not None:
+    cases.append(("sum, TinyJit", TinyJit(lambda x: x.sum().realize()), lambda x: x.sum(), lambda x: x.sum(), 4 * n,
+                  f"read {mb:.0f} MB"))
+  else:
+    print(f"TinyJit not available ({why}): skipping the TinyJit sum")
   rows = []
   for name, f_tg, f_np, f_torch, nbytes, traffic in cases:
     out: dict[str, Any] = {}
@@ -62,10 +70,11 @@ def run(mode: str = "small", n: int | None = None, reps: int | None = None) -> l
       s_torch = bl.measure(run_torch, reps=reps, warmup=2, before=lambda: out.pop("torch", None))
     tg_out = out["tg"].numpy() if isinstance(out["tg"], Tensor) else out["tg"]
     # the sum's reference is float64 numpy, so the print shows tg's accumulation error, not numpy's
-    ref = x_np.astype(np.float64).sum() if name == "sum" else out["torch"].numpy()
+    is_sum = name.startswith("sum")
+    ref = x_np.astype(np.float64).sum() if is_sum else out["torch"].numpy()
     diff = bl.max_abs_diff(tg_out, ref)
     row = bl.Row(f"{name} {n / 2**20:g}M", s_tg, s_np, s_torch, work=nbytes, unit="GB/s",
-                 note=f"{traffic}; max|tg-{'fp64 sum' if name == 'sum' else 'torch'}| = {diff:.2g}")
+                 note=f"{traffic}; max|tg-{'fp64 sum' if is_sum else 'torch'}| = {diff:.2g}")
     bl.print_row(row)
     rows.append(row)
   return rows
