@@ -240,3 +240,18 @@ def test_view_reshape_impossible_returns_none():
   assert View.create((2, 3)).permute((1, 0)).reshape((6,)) is None
   with pytest.raises(ValueError):
     View.create((2, 3)).reshape((5,))
+
+
+def test_concrete_views_are_cached_symbolic_ones_keep_their_binding():
+  """View.create, View.reshape and view merging are cached for concrete Views only: a bound Variable equals the same
+  Variable bound to another value, so a cached symbolic View could hand back the wrong binding."""
+  from tg.shape.symbolic import Variable
+  assert View.create((4, 6)) is View.create((4, 6))
+  assert View.create((4, 6)).reshape((24,)) is View.create((4, 6)).reshape((24,))
+  i = Variable("i", 1, 10)
+  for val in (2, 3, 7):
+    v = View.create((3, i.bind(val)))
+    assert v.shape[1].unbind()[1] == val
+    assert v.reshape((3, i.bind(val), 1)).shape[1].unbind()[1] == val
+    merged = (ShapeTracker.from_shape((3, i.bind(val))) + ShapeTracker.from_shape((3, i.bind(val)))).views
+    assert merged[-1].shape[1].unbind()[1] == val

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tg.helpers import prod
 from tg.shape.symbolic import AndNode, LtNode, MulNode, Node, NumNode, SumNode, Variable, sint, smax, smin
-from tg.shape.view import View
+from tg.shape.view import View, cached_when_concrete
 
 
 @dataclass(frozen=True)
@@ -151,6 +151,7 @@ def _view_index(v: View, idxs: Sequence[Node]) -> tuple[Node, Node]:
   return idx, Node.ands(valid)
 
 
+@cached_when_concrete
 def _merge_views(vm2: View, vm1: View) -> View | None:
   """One View equal to vm1 read through vm2, or None when no single View is."""
   if vm2.contiguous:

@@ -7,11 +7,39 @@ a new shape when it can, and returns None when it can't (the ShapeTracker then s
 """
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tg.helpers import prod
 from tg.shape.symbolic import Node, bound_value, is_sym, sint, smax, smin
+
+
+def _concrete(x: Any) -> bool:
+  """x (an int, None, a tuple of them, a View...) holds no symbolic Node."""
+  if type(x) is int or x is None:
+    return True
+  if type(x) is tuple:
+    return all(type(e) is int or _concrete(e) for e in x)
+  if isinstance(x, View):
+    return x.concrete
+  return not isinstance(x, Node)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def cached_when_concrete(fn: F) -> F:
+  """Cache fn's results for arguments without symbolic Nodes. Views are immutable, and a model builds the same ones
+  on every call (a conv's graph spent half its Python time on them). Symbolic ones are never cached: a bound Variable
+  equals the same Variable bound to another value, so a cached result could carry the wrong binding."""
+  cached = functools.lru_cache(maxsize=8192)(fn)
+
+  @functools.wraps(fn)
+  def wrapper(*args: Any, **kwargs: Any) -> Any:
+    return cached(*args, **kwargs) if _concrete(args) and _concrete(tuple(kwargs.values())) else fn(*args, **kwargs)
+  return wrapper  # type: ignore[return-value]
 
 
 def _always(x: sint | bool) -> bool:
@@ -42,6 +70,7 @@ class View:
   contiguous: bool
 
   @staticmethod
+  @cached_when_concrete
   def create(shape: tuple[sint, ...], strides: tuple[sint, ...] | None = None, offset: sint = 0,
              mask: tuple[tuple[sint, sint], ...] | None = None) -> View:
     if any(isinstance(s, int) and s < 0 for s in shape):
@@ -54,6 +83,11 @@ class View:
         strides, offset, mask = (0,) * len(shape), 0, ((0, 0),) * len(shape)
     contiguous = offset == 0 and mask is None and strides == strides_for_shape(shape)
     return View(shape, strides, offset, mask, contiguous)
+
+  @functools.cached_property
+  def concrete(self) -> bool:
+    """No field holds a symbolic Node."""
+    return _concrete((self.shape, self.strides, self.offset, self.mask))
 
   def size(self) -> sint:
     return prod(self.shape)
@@ -100,6 +134,7 @@ class View:
         for (mb, me), s, m in zip(self.mask, self.shape, mul))
     return View.create(shape, strides, offset, mask)
 
+  @cached_when_concrete
   def reshape(self, new_shape: tuple[sint, ...]) -> View | None:
     """The same addresses under `new_shape`, or None when one View can't express them."""
     if self.shape == new_shape:
