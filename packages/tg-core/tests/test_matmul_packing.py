@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import tg.tensor
+import tg.lazy
 from tg import Device, Tensor
 from tg.engine.schedule import create_schedule
 from tg.helpers import Context
@@ -18,7 +18,7 @@ PANEL = 8
 
 @pytest.fixture
 def packing(monkeypatch: pytest.MonkeyPatch) -> None:
-  monkeypatch.setattr(tg.tensor, "PACK_MIN_MACS", 0)
+  monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS", 0)
   monkeypatch.setattr(Device[Device.DEFAULT].renderer, "matmul_panel", PANEL)
 
 
@@ -28,7 +28,8 @@ def _kernels(a_np: np.ndarray, b_np: np.ndarray) -> int:
   return sum(1 for si in create_schedule([out.lazydata]) if si.ast.op.name in ("STORE", "SINK"))
 
 
-@pytest.mark.parametrize("a_shape,b_shape", [((48, 40), (40, 64)), ((2, 3, 16, 24), (24, 32)), ((16, 7), (7, 16))])
+@pytest.mark.parametrize("a_shape,b_shape", [((48, 40), (40, 64)), ((2, 3, 16, 24), (24, 32)), ((16, 7), (7, 16)),
+                                             ((2, 48, 40), (2, 40, 64))])
 def test_packed_matmul_matches_torch_with_gradients(packing: None, a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> None:
   a_np, b_np = rng.standard_normal(a_shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
   a, b = Tensor(a_np, requires_grad=True), Tensor(b_np, requires_grad=True)
@@ -44,17 +45,42 @@ def test_packed_matmul_matches_torch_with_gradients(packing: None, a_shape: tupl
   np.testing.assert_allclose(b.grad.numpy(), b_t.grad.numpy(), rtol=1e-3, atol=1e-3)
 
 
-@pytest.mark.parametrize("a_shape,b_shape", [
-  ((12, 40), (40, 64)),       # M not a multiple of the panel
-  ((48, 40), (40, 20)),       # N not a multiple of the panel
-  ((8, 40), (40, 64)),        # M only one panel: nothing to gain
-  ((2, 48, 40), (2, 40, 64)),  # batched B: a per-batch packing is not done
-  ((40,), (40, 64)),          # a vector times a matrix
+def test_transposed_operands_are_packed(packing: None) -> None:
+  """A and B read through transposes: the panels are copied from the views, whatever their strides."""
+  a_np, b_np = rng.standard_normal((40, 48)).astype(np.float32), rng.standard_normal((64, 40)).astype(np.float32)
+  out = Tensor(a_np).realize().T @ Tensor(b_np).realize().T
+  assert sum(1 for si in create_schedule([out.lazydata]) if si.ast.op.name in ("STORE", "SINK")) == 3
+  np.testing.assert_allclose((Tensor(a_np).T @ Tensor(b_np).T).numpy(), a_np.T @ b_np.T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("a_shape,b_shape,packed", [
+  ((12, 40), (40, 64), 1),    # M not a multiple of the panel: only B is packed
+  ((48, 40), (40, 20), 1),    # N not a multiple of the panel: only A
+  ((8, 40), (40, 64), 1),     # M only one panel: nothing to gain for A
+  ((12, 40), (40, 20), 0),    # neither side
+  ((40,), (40, 64), 1),       # a vector times a matrix: B only
 ])
-def test_shapes_that_are_not_packed(packing: None, a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> None:
+def test_sides_that_are_not_packed(packing: None, a_shape: tuple[int, ...], b_shape: tuple[int, ...], packed: int) -> None:
   a_np, b_np = rng.standard_normal(a_shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
-  assert _kernels(a_np, b_np) == 1
+  assert _kernels(a_np, b_np) == 1 + packed
   np.testing.assert_allclose((Tensor(a_np) @ Tensor(b_np)).numpy(), a_np @ b_np, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_weight_is_packed_and_vectorized_along_output_channels(packing: None) -> None:
+  """A conv's weight moves along the output channels, which its input is broadcast on: it is packed in panels of
+  output channels (the padded input, whose view has masks, is not), and the numbers stay torch's."""
+  x_np, w_np = rng.standard_normal((1, 4, 6, 6)).astype(np.float32), rng.standard_normal((16, 4, 3, 3)).astype(np.float32)
+  out = Tensor(x_np).realize().conv2d(Tensor(w_np).realize(), padding=1)
+  assert sum(1 for si in create_schedule([out.lazydata]) if si.ast.op.name in ("STORE", "SINK")) == 2
+  x_t, w_t = torch.tensor(x_np, requires_grad=True), torch.tensor(w_np, requires_grad=True)
+  x, w = Tensor(x_np, requires_grad=True), Tensor(w_np, requires_grad=True)
+  y, y_t = x.conv2d(w, padding=1), torch.nn.functional.conv2d(x_t, w_t, padding=1)
+  np.testing.assert_allclose(y.numpy(), y_t.detach().numpy(), rtol=1e-4, atol=1e-4)
+  y.sum().backward()
+  y_t.sum().backward()
+  assert x.grad is not None and w.grad is not None and x_t.grad is not None and w_t.grad is not None
+  np.testing.assert_allclose(w.grad.numpy(), w_t.grad.numpy(), rtol=1e-3, atol=1e-3)
+  np.testing.assert_allclose(x.grad.numpy(), x_t.grad.numpy(), rtol=1e-3, atol=1e-3)
 
 
 def test_pack_0_turns_packing_off(packing: None) -> None:
@@ -68,4 +94,27 @@ def test_small_matmuls_are_not_packed(monkeypatch: pytest.MonkeyPatch) -> None:
   """Below PACK_MIN_MACS the operands fit in cache: packing would only add copies."""
   monkeypatch.setattr(Device[Device.DEFAULT].renderer, "matmul_panel", PANEL)
   a, b = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 64)).astype(np.float32)
-  assert 64 ** 3 < tg.tensor.PACK_MIN_MACS and _kernels(a, b) == 1
+  assert 64 ** 3 < tg.lazy.PACK_MIN_MACS and _kernels(a, b) == 1
+
+
+def test_cpu_heuristics_vectorize_a_packed_conv_along_output_channels(monkeypatch: pytest.MonkeyPatch) -> None:
+  """56 output columns don't fill 16-float vectors, a packed weight's 64 output channels do: the tile is 4 vectors of
+  output channels times 4 columns, and the vectors run along the channels."""
+  from tg.codegen.kernel import Kernel, OptOps
+  from tg.dtype import dtypes
+  renderer = Device[Device.DEFAULT].renderer
+  width = renderer.vector_width(dtypes.float32)
+  if renderer.global_ids or width < 4:
+    pytest.skip(f"{Device.DEFAULT} gets the workgroup heuristics or has no float vectors")
+  monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS", 0)
+  monkeypatch.setattr(renderer, "matmul_panel", width)
+  x_np, w_np = rng.standard_normal((1, 4, 8, 12)).astype(np.float32), rng.standard_normal((4 * width, 4, 3, 3)).astype(np.float32)
+  x, w = Tensor(x_np).realize(), Tensor(w_np).realize()
+  conv = [si for si in create_schedule([x.conv2d(w, padding=1).lazydata]) if si.ast.op.name == "STORE"][-1]
+  k = Kernel(conv.ast, renderer).hand_coded_optimizations()
+  upcasts = [(o.axis, o.amt) for o in k.applied_opts if o.op is OptOps.UPCAST]
+  assert sorted(a for _, a in upcasts) == sorted([4, width, 4]), k.applied_opts
+  vec = k.vector_axis()
+  assert vec is not None and k.full_shape[vec] == width
+  torch_out = torch.nn.functional.conv2d(torch.tensor(x_np), torch.tensor(w_np), padding=1).numpy()
+  np.testing.assert_allclose(x.conv2d(w, padding=1).numpy(), torch_out, rtol=1e-4, atol=1e-4)

@@ -11,7 +11,7 @@ from typing import Any
 
 from tg.device import Buffer, Device
 from tg.dtype import ConstType, DType, dtypes
-from tg.helpers import getenv, prod
+from tg.helpers import ContextVar, getenv, prod
 from tg.ops import BinaryOps, MetaOps, Op, ReduceOps, TernaryOps, UnaryOps, exec_alu
 from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import sint
@@ -39,6 +39,23 @@ def _reads_through_view(x: LazyBuffer, target: LazyBuffer) -> bool:
     if v.base.realized is None:
       stack.extend(v.base.srcs)
   return False
+
+
+# a matmul-like sum is computed from packed operands (Renderer.matmul_panel) from this many multiply-adds on: below
+# it the operands stay in cache (measured on bench/gpt2_block.py: packing its 2**27-MAC matmuls too made it slower)
+PACK_MIN_MACS = 1 << 28
+PACK = ContextVar("PACK", 1)  # PACK=0: never pack
+
+
+def _panels(x: LazyBuffer, own: int, p: int) -> LazyBuffer:
+  """x, an operand of a matmul-like sum, copied with its `own` axis split into blocks of p and the p moved innermost
+  (A (M, K) is stored as (M/p, K, p)), without the axes it is broadcast along; returned as a view of x's shape."""
+  bcast = {i for i, st in enumerate(x.st.real_strides()) if st == 0}
+  compact = x.shrink(tuple((0, 1) if i in bcast else (0, s) for i, s in enumerate(x.shape)))
+  split = compact.shape[:own] + (compact.shape[own] // p, p) + compact.shape[own + 1:]  # type: ignore[operator]
+  order = tuple(i for i in range(len(split)) if i != own + 1) + (own + 1,)
+  packed = compact.reshape(split).permute(order).contiguous()
+  return packed.permute(tuple(order.index(i) for i in range(len(order)))).reshape(compact.shape).expand(x.shape)
 
 
 class LazyBuffer:
@@ -190,9 +207,35 @@ class LazyBuffer:
       return self.const(self.const_value * prod(self.shape[a] for a in axis), new_shape)
     if self.is_unrealized_const() and op is ReduceOps.MAX:
       return self.const(self.const_value, new_shape)
-    if (split := self._split_reduce(op, axis)) is not None:
+    src = self._from_panels(op, axis) or self
+    if (split := src._split_reduce(op, axis)) is not None:
       return split
-    return LazyBuffer.metaop(op, new_shape, self.dtype, self.device, axis, (self,))  # type: ignore[arg-type]
+    return LazyBuffer.metaop(op, new_shape, self.dtype, self.device, axis, (src,))  # type: ignore[arg-type]
+
+  def _from_panels(self, op: ReduceOps, axis: tuple[int, ...]) -> LazyBuffer | None:
+    """This product, of a large matmul-like sum (a matmul, a conv) on a device that packs (Renderer.matmul_panel),
+    computed from copies of its operands laid out in panels. An operand's own axes are the output axes it moves along
+    and the other operand is broadcast on (A's rows, B's columns, a conv weight's output channels); p of the
+    innermost one at a time become the operand's innermost axis, after the reduce axes, so that a register tile p
+    wide reads it as one sequential stream. An operand is packed when that axis is a multiple of p (at least two
+    panels) and its view has plain strides; None when neither is, for anything else, below PACK_MIN_MACS
+    multiply-adds, or with PACK=0."""
+    if op is not ReduceOps.SUM or self.base is not self or self.op is not BinaryOps.MUL or not PACK.value:
+      return None
+    renderer = Device[self.device].renderer
+    p = renderer.matmul_panel if renderer is not None else 0
+    if p < 2 or not all(isinstance(s, int) for s in self.shape) or prod(self.shape) < PACK_MIN_MACS:  # type: ignore[operator]
+      return None
+    srcs, strides = self.srcs, [s.st.real_strides() for s in self.srcs]
+    if any(all(st[k] == 0 for k in axis) for st in strides):
+      return None  # an operand that doesn't move along the reduction: not a contraction
+    out = []
+    for x, mine, other in ((srcs[0], strides[0], strides[1]), (srcs[1], strides[1], strides[0])):
+      own = [i for i in range(len(self.shape)) if i not in axis and mine[i] != 0 and other[i] == 0]
+      size = self.shape[own[-1]] if own else 0
+      packs = bool(own) and None not in mine and size % p == 0 and size >= 2 * p  # type: ignore[operator]
+      out.append(_panels(x, own[-1], p) if packs else x)
+    return None if out == list(srcs) else out[0].e(BinaryOps.MUL, out[1])
 
   def _split_reduce(self, op: ReduceOps, axis: tuple[int, ...]) -> LazyBuffer | None:
     """A reduction of at least SPLIT_REDUCEOP elements over one axis becomes two kernels: partial results of

@@ -12,7 +12,7 @@ from tg.device import Buffer, Device
 from tg.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
 from tg.engine.realize import run_schedule
 from tg.engine.schedule import create_schedule
-from tg.helpers import ContextVar, argfix, prod
+from tg.helpers import argfix, prod
 from tg.lazy import LazyBuffer
 from tg.ops import MetaOps
 from tg.shape.symbolic import Node, bound_value, sint
@@ -1014,12 +1014,6 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
       raise ValueError(f"matmul needs at least 1 dimension on both sides, got shapes {self.shape} and {w.shape}")
     if self.shape[-1] != w.shape[-min(n2, 2)]:
       raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({self.shape[-1]} != {w.shape[-min(n2, 2)]})")
-    if (p := _matmul_panel(self, w)):
-      return _packed_rows(self, p)._dot(_packed_columns(w, p))
-    return self._dot(w)
-
-  def _dot(self, w: Tensor) -> Tensor:
-    n1, n2 = self.ndim, w.ndim
     x = self.reshape(self.shape[:-1] + (1,) * min(n1 - 1, n2 - 1, 1) + self.shape[-1:])
     wt = w.reshape(w.shape[:-2] + (1,) * min(n1 - 1, n2 - 1, 1) + w.shape[-min(n2, 2):]).transpose(-1, -min(n2, 2))
     return (x * wt).sum(-1)
@@ -1075,35 +1069,3 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
   def int(self) -> Tensor: return self.cast(dtypes.int32)
   def bool(self) -> Tensor: return self.cast(dtypes.bool)
 
-
-# a matmul is packed (Renderer.matmul_panel) from this many multiply-adds on: below it the operands stay in cache
-# (measured on bench/gpt2_block.py: packing its 2**27-MAC matmuls too made the block slower, 25 -> 34 ms)
-PACK_MIN_MACS = 1 << 28
-PACK = ContextVar("PACK", 1)  # PACK=0: never pack
-
-
-def _matmul_panel(x: Tensor, w: Tensor) -> int:
-  """The panel width to pack the operands of x @ w into, or 0: for a 2-D (or batched-rows) @ 2-D matmul on a device
-  that packs, with both sides at least 2 panels wide and PACK_MIN_MACS multiply-adds (PACK=0 turns packing off)."""
-  if w.ndim != 2 or x.ndim < 2 or not isinstance(x.device, str) or not PACK.value:
-    return 0
-  renderer = Device[x.device].renderer
-  p = renderer.matmul_panel if renderer is not None else 0
-  m, (k, n) = prod(x.shape[:-1]), w.shape
-  if p < 2 or not all(isinstance(s, int) for s in (m, k, n)) or m % p or n % p or min(m, n) < 2 * p:
-    return 0
-  return p if m * k * n >= PACK_MIN_MACS else 0  # type: ignore[operator]
-
-
-def _packed_rows(a: Tensor, p: int) -> Tensor:
-  """A (..., M, K) copied into panels of p rows, each stored K-major: (M/p, K, p), the leading axes folded into M.
-  Returned as a view of A's shape: the matmul is unchanged, only its loads of A walk the panels."""
-  k = a.shape[-1]
-  panels = a.reshape((-1, p, k)).permute(0, 2, 1).contiguous()
-  return panels.permute(0, 2, 1).reshape(a.shape)
-
-
-def _packed_columns(b: Tensor, p: int) -> Tensor:
-  """B (K, N) copied into panels of p columns, each stored K-major: (N/p, K, p), returned as a view of B's shape."""
-  k, n = b.shape
-  return b.reshape((k, n // p, p)).permute(1, 0, 2).contiguous().permute(1, 0, 2).reshape((k, n))

@@ -41,10 +41,11 @@ class Renderer:
   # (whenever any lane is valid its lanes lie within that distance of the buffer) and then zero the masked-off
   # lanes: no branch and no lane-by-lane gather at a padded image's edges
   overread_bytes: int = 0
-  # > 0: large matmuls (Tensor.dot) copy their operands into panels this many columns wide before multiplying, B as
-  # (N/p, K, p) and A as (M/p, K, p), so that a register tile of p columns (or rows) reads one sequential stream
-  # per operand instead of a strided one per row (CPUs: their caches and TLBs then serve every load). The copies are
-  # ordinary kernels; small matmuls, whose operands stay in cache anyway, are not packed
+  # > 0: a large matmul-like sum (a matmul, a conv: tg.lazy.LazyBuffer.r) reads copies of its operands packed in panels
+  # of this many elements along each operand's own output axis (A's rows, B's columns, a conv weight's output
+  # channels), stored innermost after the reduce axes: a register tile that wide then reads each operand as one
+  # sequential stream instead of a strided one per row (CPUs: their caches and TLBs then serve every load). The copies
+  # are ordinary kernels; sums below tg.lazy.PACK_MIN_MACS multiply-adds, whose operands stay in cache, are not packed
   matmul_panel: int = 0
   # dtypes the device computes in directly; others are emulated by core (bfloat16 through uint16 bits)
   unsupported_dtypes: frozenset[DType] = frozenset()

@@ -121,22 +121,7 @@ class ShapeTracker:
     """Each axis' stride in the buffer, or None where it isn't one number (masks, several Views)."""
     if len(self.views) == 1 and self.views[0].mask is None:
       return self.views[0].strides
-    idxs = [Variable(f"idx{i}", 0, (s if isinstance(s, int) else s.max) - 1) for i, s in enumerate(self.shape)]
-    idx, valid = self.expr_idxs(idxs)
-    terms = idx.nodes if isinstance(idx, SumNode) else [idx]
-    out: list[sint | None] = []
-    for i in idxs:
-      coefs: list[sint] = []
-      tangled = False
-      for t in terms:
-        if t == i:
-          coefs.append(1)
-        elif isinstance(t, MulNode) and t.a == i:
-          coefs.append(t.b)
-        elif isinstance(i, Variable) and i in t.vars():
-          tangled = True
-      out.append(None if tangled or (isinstance(i, Variable) and i in valid.vars()) or len(coefs) > 1 else (coefs[0] if coefs else 0))
-    return tuple(out)
+    return _real_strides(self.views)
 
 
 def _view_index(v: View, idxs: Sequence[Node]) -> tuple[Node, Node]:
@@ -191,3 +176,24 @@ def _merge_views(vm2: View, vm1: View) -> View | None:
       return None
   return View.create(vm1.shape, tuple(strides), offset, tuple(mask))
 
+
+@cached_when_concrete
+def _real_strides(views: tuple[View, ...]) -> tuple[sint | None, ...]:
+  """ShapeTracker.real_strides of a stack of Views: read off the index expression, whose terms give each axis' stride."""
+  st = ShapeTracker(views)
+  idxs = [Variable(f"idx{i}", 0, (s if isinstance(s, int) else s.max) - 1) for i, s in enumerate(st.shape)]
+  idx, valid = st.expr_idxs(idxs)
+  terms = idx.nodes if isinstance(idx, SumNode) else [idx]
+  out: list[sint | None] = []
+  for i in idxs:
+    coefs: list[sint] = []
+    tangled = False
+    for t in terms:
+      if t == i:
+        coefs.append(1)
+      elif isinstance(t, MulNode) and t.a == i:
+        coefs.append(t.b)
+      elif isinstance(i, Variable) and i in t.vars():
+        tangled = True
+    out.append(None if tangled or (isinstance(i, Variable) and i in valid.vars()) or len(coefs) > 1 else (coefs[0] if coefs else 0))
+  return tuple(out)
