@@ -137,7 +137,9 @@ _LN2 = Fraction(_ln2_times_2_pow(256), 1 << 256)
 # ---------- small UOp builders ----------
 
 def _c(dt: DType, v: ConstType) -> UOp:
-  return UOp.const(dt, truncate(dt, v) if dtypes.is_float(dt) else v)
+  """A constant (of a vector dtype: in every lane). Scalar constants meet vector values broadcast (UOp.alu), so the
+  expansions below work on vectors as they are, lane by lane."""
+  return UOp.const(dt, truncate(dt.scalar(), v) if dtypes.is_float(dt.scalar()) else v)
 
 
 def _dt(x: UOp) -> DType:
@@ -167,7 +169,7 @@ def _gt(a: UOp, b: ConstType) -> UOp:
 
 
 def _bitcast(x: UOp, dt: DType) -> UOp:
-  return UOp(UOps.BITCAST, dt, (x,))
+  return UOp(UOps.BITCAST, dt.scalar().vec(x.count), (x,))
 
 
 def _and(x: UOp, m: int) -> UOp: return x.alu(BinaryOps.AND, _k(x, m))
@@ -457,7 +459,7 @@ _BUILDERS = {UnaryOps.EXP2: _exp2, UnaryOps.LOG2: _log2, UnaryOps.SIN: _sin}
 
 def expand(op: UnaryOps, x: UOp) -> UOp | None:
   """The graph computing op(x) from basic ops, or None for a dtype this has no expansion for."""
-  dt = _dt(x)
+  dt = _dt(x).scalar()  # a vector is expanded as one: every op of the expansion works lane by lane
   if dt in _FMTS:
     return _BUILDERS[op](_FMTS[dt], x)
   if dt in (dtypes.float16, dtypes.bfloat16):  # float32 is exact enough for both: compute there, round once
