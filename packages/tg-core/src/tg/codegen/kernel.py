@@ -282,9 +282,7 @@ class Kernel:
       budget = 256 if width >= 16 else 128
       # the reuse axis that full vectors divide and an input is contiguous along (a packed conv weight's output channels)
       vec = next((i for i in broadcast if width > 1 and self._full_vectors(i, width)), None)
-      if vec is not None and vec != broadcast[0] and self._tile_across(vec, broadcast[0], width):
-        pass
-      else:
+      if vec is None or vec == broadcast[0] or not self._tile_across(vec, broadcast[0], width):
         upcast = 1
         for i in broadcast:  # the innermost first
           upcast *= next((amt for amt in (16, 8, 4, 2) if upcast * amt <= budget and self._try(Opt(OptOps.UPCAST, i, amt))), 1)
