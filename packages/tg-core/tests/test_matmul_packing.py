@@ -1,5 +1,6 @@
-"""Large matmuls on devices that pack (Renderer.matmul_panel) copy A into row panels and B into column panels first:
-the numbers and the gradients stay torch's, only the kernels change. Here the size threshold is lowered and the
+"""Large matmul-like sums on devices that pack (Renderer.matmul_panel) read copies of their operands in panels (a
+matmul's A in row panels, its B in column panels, a conv's weight in output-channel panels): the numbers and the
+gradients stay torch's, only the kernels change. Here the size threshold is lowered and the
 device is told to pack, so every backend runs the packed path on small matrices."""
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def packing(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _kernels(a_np: np.ndarray, b_np: np.ndarray) -> int:
-  """The kernels of realized A @ B (a schedule is made only to be run: these tensors are used for nothing else)."""
+  """The kernels of A @ B on realized inputs. The schedule made here is never run, so these tensors are used for
+  nothing else (a scheduled but unrun graph would read as computed)."""
   out = Tensor(a_np).realize() @ Tensor(b_np).realize()
   return sum(1 for si in create_schedule([out.lazydata]) if si.ast.op.name in ("STORE", "SINK"))
 
