@@ -70,9 +70,7 @@ class ClangRenderer(CStyleLanguage):
     mask = f"({mt}){{{','.join(f'-({r[m]})' for m in u.src[2].src)}}}"
     whole = f"({mt})*(({vt}*)({buf}+(({'|'.join(oks)})?{idx}:0)))"
     alt = u.src[3]
-    keep_alt = not (alt.op is UOps.CONST and alt.arg == 0) and not (alt.op is UOps.VECTORIZE and all(
-      x.op is UOps.CONST and x.arg == 0 for x in alt.src))
-    bits = f"({whole}&{mask})" + (f"|(({mt}){r[alt]}&~{mask})" if keep_alt else "")
+    bits = f"({whole}&{mask})" + ("" if alt.is_zero() else f"|(({mt}){r[alt]}&~{mask})")
     return [f"{out} = ({vt})({bits});"]
 
   def render_loop(self, u: UOp, i: str, start: str, end: str) -> str:

@@ -772,7 +772,7 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     if not dtypes.is_float(self.dtype):
       return self
     big = 2.0 ** (52 if self.dtype == dtypes.float64 else 23)  # floats this large are already integers
-    # below 2**23 an int32 holds every value: int64 only for float64 (some devices, e.g. WEBGPU, have no int64)
+    # below 2**23 an int32 holds every value: int64 only for float64 (some devices have no int64: missing_dtypes)
     as_int = self.cast(dtypes.int64 if self.dtype == dtypes.float64 else dtypes.int32).cast(self.dtype)
     return self._zero_grad((self.abs() < big).where(as_int, self))
 
@@ -1068,4 +1068,3 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
   def half(self) -> Tensor: return self.cast(dtypes.float16)
   def int(self) -> Tensor: return self.cast(dtypes.int32)
   def bool(self) -> Tensor: return self.cast(dtypes.bool)
-

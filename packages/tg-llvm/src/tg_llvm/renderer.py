@@ -36,7 +36,7 @@ class LLVMRenderer(Renderer):
   unsupported_dtypes = frozenset({dtypes.bfloat16})
   transcendental_fallback = frozenset({UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN})
   vector_bytes = native_vector_bytes()  # <n x T> as wide as the CPU's registers
-  masked_vector_loads = True  # a whole vector read and a select (see overread_bytes), else llvm.masked.load
+  masked_vector_loads = True  # a whole vector read and masked (see overread_bytes), else llvm.masked.load
   matmul_panel = native_vector_bytes() // 4  # one float32 vector: the CPU heuristics' tile is as wide
   overread_bytes = native_vector_bytes()  # the LLVM allocator's slack around every buffer
   fused_mulacc = True  # llvm.fmuladd
@@ -163,7 +163,7 @@ class _KernelWriter:
         bits = self.b.value(f"insertelement <{n} x i{w}> {bits}, i{w} {x}, i32 {k}")
       ints = self.b.value(f"bitcast {t} {whole} to <{n} x i{w}>")
       kept = self.b.value(f"and <{n} x i{w}> {ints}, {bits}")
-      if not (alt.op is UOps.VECTORIZE and all(x.op is UOps.CONST and x.arg == 0 for x in alt.src)):
+      if not alt.is_zero():
         inv = self.b.value(f"xor <{n} x i{w}> {bits}, <{', '.join([f'i{w} -1'] * n)}>")
         other = self.b.value(f"and <{n} x i{w}> {inv}, " + self.b.value(f"bitcast {t} {self.val(alt)} to <{n} x i{w}>"))
         kept = self.b.value(f"or <{n} x i{w}> {kept}, {other}")

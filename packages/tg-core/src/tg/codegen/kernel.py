@@ -294,7 +294,7 @@ class Kernel:
       else:
         # a small window (a conv's 3 x 3) is unrolled whole, the innermost axis first: its loops' overhead goes, and a
         # padded image's masks then no longer change inside the remaining reduce loop, so the compiler hoists them
-        # (measured on bench/'s 3x3 conv: 13.6 -> 10.5 ms on CLANG, 11.0 -> 10.3 on LLVM)
+        # (measured on bench/'s 3x3 conv, on the two CPU backends: 13.6 -> 10.5 ms and 11.0 -> 10.3 ms)
         for r in reversed([i for i, k in enumerate(self.kinds) if k == REDUCE]):
           size = self.full_shape[r]
           if isinstance(size, int) and 1 < size <= SMALL_REDUCE and not self._try(Opt(OptOps.UNROLL, r, 0)):
@@ -302,7 +302,7 @@ class Kernel:
         self._block_for_cache()
     elif globals_:
       # as many outputs per iteration as a vector of the output holds, at least 4 (measured on bench/'s tanh-gelu, whose
-      # exp2 is expanded into vector arithmetic: 36 -> 21.5 ms on LLVM with 16 lanes instead of 4; relu chain 4.7 -> 3.0 on CLANG)
+      # exp2 is expanded into vector arithmetic: 36 -> 21.5 ms with 16 lanes instead of 4; the relu chain 4.7 -> 3.0 ms)
       width = min((self.renderer.vector_width(s.arg.dtype) for s in kernel_stores(self.ast)), default=1)
       any(self._try(Opt(OptOps.UPCAST, globals_[-1], amt)) for amt in dict.fromkeys((max(width, 4), 4)))
     return self
@@ -317,8 +317,8 @@ class Kernel:
   def _tile_across(self, vec: int, other: int, width: int) -> bool:
     """When the innermost reuse axis (`other`: a conv's output columns) can't hold full vectors but `vec` can: 4 vectors
     of `width` along `vec` times 4 along `other`, 16 vector accumulators that take 4 + 4 loads per 16 multiply-adds
-    (measured on bench/'s 3x3 conv with packed weights: 64 channels x 4 columns 6.4 ms on CLANG, 4.9 on LLVM; 16 x 8
-    10.7 and 6.1; 32 x 7 7.6 and 5.1). False, with nothing applied, when the axes don't split so."""
+    (measured on bench/'s 3x3 conv with packed weights, on the two CPU backends: 64 channels x 4 columns 6.4 and 4.9 ms;
+    16 x 8 10.7 and 6.1; 32 x 7 7.6 and 5.1). False, with nothing applied, when the axes don't split so."""
     k = self.copy()
     amt_other = next((a for a in (4, 2) if _divides(a, k.full_shape[other])), None)
     if amt_other is None or other < vec or not (k._try(Opt(OptOps.UPCAST, other, amt_other)) and k._try(Opt(OptOps.UPCAST, vec, width))):

@@ -29,7 +29,7 @@ def _identity(op: BinaryOps, u: UOp) -> UOp:
 def _accumulating_wmma(r: UOp) -> bool:
   """r sums WMMAs that start from a zero accumulator (what the lowerer builds for tensor cores)."""
   w = r.src[0]
-  return r.arg is BinaryOps.ADD and w.op is UOps.WMMA and all(c.op is UOps.CONST and c.arg == 0 for c in w.src[2].src)
+  return r.arg is BinaryOps.ADD and w.op is UOps.WMMA and w.src[2].is_zero()
 
 
 def _product(x: UOp) -> UOp | None:

@@ -19,8 +19,8 @@ class UOps(Enum):
   DEFINE_VAR = auto()     # arg = Variable (symbolic size passed at run time)
   CONST = auto()          # arg = Python value
   SPECIAL = auto()        # arg = (name, dim, size): a hardware index. name "gidx<d>": the workgroup's index along
-                          # launch dim d (CUDA blockIdx, WGSL workgroup_id); "lidx<d>": the thread's index inside its
-                          # workgroup (threadIdx, local_invocation_id). Dim 0 is x, 1 y, 2 z; size may be symbolic.
+                          # launch dim d (a GPU's block or workgroup id); "lidx<d>": the thread's index inside its
+                          # workgroup (its thread or local invocation id). Dim 0 is x, 1 y, 2 z; size may be symbolic.
   DEFINE_LOCAL = auto()   # arg = (name, size); dtype = PtrDType of the element: workgroup-shared memory (__shared__)
   BARRIER = auto()        # src = the local STOREs it orders: every thread of the workgroup waits here (__syncthreads)
   RANGE = auto()          # src = (start, end); arg = (axis, is_reduce): a loop
@@ -88,6 +88,12 @@ class UOp:
     """This scalar in each of n lanes (itself when n is 1 or it is a vector already)."""
     assert self.dtype is not None
     return self if n == 1 or self.dtype.count > 1 else UOp(UOps.VECTORIZE, self.dtype.vec(n), (self,) * n)
+
+  def is_zero(self) -> bool:
+    """A constant 0, or a vector of them (a broadcast 0)."""
+    if self.op is UOps.CONST:
+      return bool(self.arg == 0)
+    return self.op is UOps.VECTORIZE and all(s.is_zero() for s in self.src)
 
   def gep(self, i: int) -> UOp:
     """Lane i of a vector (a scalar is the same in every lane)."""
