@@ -62,6 +62,17 @@ class ConstBuffer:
   dtype: DType
   st: Any         # ShapeTracker
 
+  # compared by the constant's bits: -0.0 == 0.0 and nan != nan, but a kernel compiled for one constant must not
+  # serve another, and a NaN constant should compile once
+  def _key(self) -> tuple[Any, ...]:
+    return (self.val.hex() if type(self.val) is float else self.val, self.dtype, self.st)
+
+  def __eq__(self, other: object) -> bool:
+    return isinstance(other, ConstBuffer) and self._key() == other._key()
+
+  def __hash__(self) -> int:
+    return hash(self._key())
+
 
 @dataclass(frozen=True, eq=False)
 class LazyOp:

@@ -57,7 +57,8 @@ class UOp:
   arg: Any
 
   def __new__(cls, op: UOps, dtype: DType | None = None, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
-    key = (op, dtype, src, arg, type(arg))
+    # a float by its bits: -0.0 == 0.0 would make them one node, and nan != nan a new node per use
+    key = (op, dtype, src, arg.hex() if type(arg) is float else arg, type(arg))
     if (ret := UOp._cache.get(key)) is not None:
       return ret
     ret = super().__new__(cls)

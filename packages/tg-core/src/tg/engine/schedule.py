@@ -18,7 +18,7 @@ import weakref
 from dataclasses import dataclass, field
 
 from tg.device import Buffer
-from tg.engine import graphviz, memory
+from tg.engine import graphviz, memory, schedule_cache
 from tg.helpers import getenv, prod
 from tg.lazy import LazyBuffer
 from tg.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, TernaryOps, UnaryOps
@@ -305,6 +305,9 @@ class _KernelBuilder:
 
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
+  found = schedule_cache.structure(outs) if not graphviz.enabled() else None
+  if found is not None and (plan := schedule_cache.lookup(found[0])) is not None:
+    return _from_plan(plan, found[1])
   bases, fused, nested = _needs_realize(outs)
   realized = set(bases)
   items: dict[LazyBuffer, ScheduleItem] = {}
@@ -329,7 +332,27 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   reads = {b: {nested.get(r, r) for r in rs} for b, rs in reads.items()}
   schedule = _order(items, reads)
   olds = [(items[a], weakref.ref(a.srcs[1].base)) for a in items if a.op is MetaOps.ASSIGN]
-  del items, fused, reads, nested, inners  # with the builders' memos: nothing here may keep a value alive past this point
+  if found is not None:
+    position = {id(si): p for p, si in enumerate(schedule)}
+    schedule_cache.record(found[0], found[1], [(si.ast, si.bufs, si.var_vals) for si in schedule], bases,
+                          [(position[id(si)], ref) for si, ref in olds])
+    found[1].clear()
+  # with the builders' memos and the numbered bases: nothing here may keep a value alive past this point
+  del items, fused, reads, nested, inners, realized, found
+  return _finish(schedule, bases, olds)
+
+
+def _from_plan(plan: schedule_cache.Plan, nodes: list[LazyBuffer]) -> list[ScheduleItem]:
+  """The schedule of a graph whose structure was scheduled before: the plan's items over this graph's buffers."""
+  schedule = [ScheduleItem(ast, tuple(nodes[n].buffer for n in bufs)) for ast, bufs in plan.items]
+  bases = [nodes[n] for n in plan.bases]
+  olds = [(schedule[p], weakref.ref(nodes[n])) for p, n in plan.olds]
+  nodes.clear()  # the caller's reference to the list must not keep the old values alive either
+  return _finish(schedule, bases, olds)
+
+
+def _finish(schedule: list[ScheduleItem], bases: list[LazyBuffer], olds: list[tuple[ScheduleItem, weakref.ref[LazyBuffer]]]) -> list[ScheduleItem]:
+  realized = set(bases)
   for b in bases:  # the schedule now owns the work: drop the graph so memory is freed as it runs
     memory.track(b)
     b.op, b.srcs = None, ()

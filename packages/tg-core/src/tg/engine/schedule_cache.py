@@ -1,0 +1,105 @@
+"""The schedule cache: a lazy graph built again with the same structure is scheduled once.
+
+An eager training loop or a model called on new data builds the same graph on every call, only over other realized
+buffers (and new unrealized bases, each with a new Buffer). What the scheduler decides (which bases get a buffer,
+the kernels' ASTs, their order) depends only on that structure, so it is kept as a Plan keyed by the structure,
+with every buffer named by the number of the base that owns it. A later graph of the same structure gets its
+ScheduleItems from the Plan: no graph walks, no kernel building, the same AST objects (whose compiled kernels are
+then found at once).
+
+The structure (see `structure`) is each base's op, arg, dtype, device and shape and the views it reads its sources
+through; for a realized base, its dtype, device and size and which other bases share its Buffer. Graphs with symbolic
+shapes or values are not cached: a bound Variable equals the same Variable bound to another value, so their
+structure can't tell two bindings apart. What depends on who holds a value from outside (an ASSIGN's old value, see
+schedule._keep_old_values) is decided again on every call. SCHEDULE_CACHE=0 turns the cache off.
+"""
+from __future__ import annotations
+
+import weakref
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tg.helpers import ContextVar, getenv
+from tg.lazy import LazyBuffer
+from tg.ops import LazyOp
+from tg.shape.symbolic import Node
+
+SCHEDULE_CACHE = ContextVar("SCHEDULE_CACHE", 1)
+MAX_PLANS = 4096  # distinct structures kept (the oldest goes first): a model has a few per step
+
+
+@dataclass(frozen=True)
+class Plan:
+  items: tuple[tuple[LazyOp, tuple[int, ...]], ...]  # each ScheduleItem's AST and the numbers of the bases owning its buffers
+  bases: tuple[int, ...]                              # the bases the schedule computes: their graphs are dropped
+  olds: tuple[tuple[int, int], ...]                   # per ASSIGN: its item's position and the number of the old value's base
+
+
+_plans: dict[Hashable, Plan] = {}
+
+
+def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] | None:
+  """The structure of the graph that computes `outs`, and its bases in the order the structure numbers them (the
+  outputs' bases first, then each base's sources as they are first seen). None when it can't be cached."""
+  if not SCHEDULE_CACHE.value:
+    return None
+  number: dict[LazyBuffer, int] = {}
+  nodes: list[LazyBuffer] = []
+  buffers: dict[int, int] = {}  # id(Buffer) -> its number: bases that share a Buffer (an ASSIGN and its target)
+  for o in outs:
+    if o.base not in number:
+      number[o.base] = len(nodes)
+      nodes.append(o.base)
+  parts: list[Any] = []
+  i = 0
+  while i < len(nodes):
+    b = nodes[i]
+    i += 1
+    shared = buffers.setdefault(id(b.buffer), len(buffers))
+    if b.op is None:  # realized: a leaf
+      parts.append((b.dtype, b.device, b.buffer.size, shared))
+      continue
+    if not all(v.concrete for v in b.st.views) or isinstance(b.arg, Node):
+      return None
+    srcs = []
+    for s in b.srcs:
+      if (n := number.get(s.base)) is None:
+        n = number[s.base] = len(nodes)
+        nodes.append(s.base)
+      if not all(v.concrete for v in s.st.views):
+        return None
+      srcs.append((n, s.st))
+    # a float constant by its bits: -0.0 == 0.0 and nan != nan, but a kernel must keep the one it was given
+    arg = b.arg if type(b.arg) is not float else b.arg.hex()
+    parts.append((b.op, arg, b.dtype, b.device, b.shape, b.forced_realize, shared, tuple(srcs)))
+  if not all(v.concrete for o in outs for v in o.st.views):
+    return None
+  # the scheduler's switches are part of the key: a plan made under one doesn't hold under another
+  config = (getenv("FUSE_REDUCE", 1), getenv("NEST_REDUCE", 1))
+  return (tuple(parts), tuple((number[o.base], o.st) for o in outs), config), nodes
+
+
+def lookup(key: Hashable) -> Plan | None:
+  return _plans.get(key)
+
+
+def record(key: Hashable, nodes: list[LazyBuffer], items: Sequence[tuple[LazyOp, Sequence[Any], dict[Any, int]]],
+           bases: Sequence[LazyBuffer], olds: Sequence[tuple[int, weakref.ref[LazyBuffer]]]) -> None:
+  """Keep the schedule just made for `nodes` (numbered as `structure` numbered them) as the Plan for `key`. `items`:
+  each ScheduleItem's (ast, bufs, var_vals); `olds`: per ASSIGN, its item's position and its old value's base (weakly:
+  nothing here may hold it once this returns, see schedule._keep_old_values)."""
+  owner: dict[int, int] = {}  # id(Buffer) -> the first base that owns it
+  for n, b in enumerate(nodes):
+    owner.setdefault(id(b.buffer), n)
+  number = {b: n for n, b in enumerate(nodes)}
+  try:
+    plan = Plan(tuple((ast, tuple(owner[id(buf)] for buf in bufs)) for ast, bufs, var_vals in items if not var_vals),
+                tuple(number[b] for b in bases), tuple((pos, number[ref()]) for pos, ref in olds))  # type: ignore[index]
+  except KeyError:  # a buffer no base of the graph owns: nothing to name it by, so no plan
+    return
+  if len(plan.items) != len(items):
+    return  # symbolic values after all: not cached
+  if len(_plans) >= MAX_PLANS:
+    del _plans[next(iter(_plans))]
+  _plans[key] = plan
