@@ -149,3 +149,80 @@ def test_graph_writes_the_lazy_graph(tmp_path) -> None:  # type: ignore[no-untyp
   dot = path.read_text()
   assert dot.startswith("digraph tg") and "MAX" in dot and "SUM" in dot and "->" in dot
   assert "GRAPH: wrote" in out.stdout
+
+
+# ---------- splitting a CPU kernel across threads (tg.runtime.cpu) ----------
+
+def test_run_split_runs_every_slice_once_on_its_own_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+  import threading
+
+  from tg.runtime import cpu
+  monkeypatch.setattr(cpu, "CPU_THREADS", 4)
+  for outer in (1, 3, 4, 10, 1000):
+    seen: list[tuple[int, int, int]] = []
+    lock = threading.Lock()
+
+    def fxn(start: int, end: int) -> None:
+      with lock:
+        seen.append((start, end, threading.get_ident()))
+    cpu.run_split(fxn, outer)
+    covered = sorted(i for start, end, _ in seen for i in range(start, end))
+    assert covered == list(range(outer)), outer
+    assert len(seen) == min(4, outer) and len({t for *_, t in seen}) == len(seen), "one slice per thread"
+    assert threading.get_ident() in {t for *_, t in seen}, "the caller runs a slice itself"
+
+
+def test_run_split_raises_a_workers_error_after_every_slice_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+  import threading
+  import time
+
+  from tg.runtime import cpu
+  monkeypatch.setattr(cpu, "CPU_THREADS", 3)
+  finished: list[int] = []
+
+  def fxn(start: int, end: int) -> None:
+    if start != 0:
+      if start == 1:
+        raise ValueError("slice 1 failed")
+      time.sleep(0.05)
+    finished.append(start)
+  with pytest.raises(ValueError, match="slice 1 failed"):
+    cpu.run_split(fxn, 3)
+  assert sorted(finished) == [0, 2], "the other slices ran to their end before the error was raised"
+  cpu.run_split(lambda start, end: finished.append(start), 3)  # the workers still work
+  assert sorted(finished[2:]) == [0, 1, 2]
+  assert threading.active_count() >= 3
+
+
+def test_run_split_from_several_threads_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+  import threading
+
+  from tg.runtime import cpu
+  monkeypatch.setattr(cpu, "CPU_THREADS", 2)
+  totals = [0] * 4
+
+  def caller(k: int) -> None:
+    for _ in range(50):
+      parts: list[int] = []
+      cpu.run_split(lambda start, end: parts.append(end - start), 100)
+      totals[k] += sum(parts)
+  threads = [threading.Thread(target=caller, args=(k,)) for k in range(4)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  assert totals == [5000] * 4
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_run_split_in_a_forked_child() -> None:
+  """A forked child has none of the parent's worker threads: it starts its own."""
+  from tg.runtime import cpu
+  cpu.run_split(lambda start, end: None, 8)  # the parent's workers exist
+  code = ("import os, sys; from tg.runtime import cpu; cpu.CPU_THREADS = 2; cpu.run_split(lambda s, e: None, 8)\n"
+          "pid = os.fork()\n"
+          "if pid == 0:\n"
+          "  out = []; cpu.run_split(lambda s, e: out.append(e - s), 8); os._exit(0 if sorted(out) == [4, 4] else 1)\n"
+          "_, status = os.waitpid(pid, 0); sys.exit(os.waitstatus_to_exitcode(status))")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+  assert out.returncode == 0, out.stderr

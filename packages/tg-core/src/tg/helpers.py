@@ -19,7 +19,7 @@ T = TypeVar("T")
 # ---------- small pure helpers ----------
 
 def prod(xs: Iterable[Any], start: Any = 1) -> Any:
-  return functools.reduce(lambda a, b: a * b, xs, start)
+  return math.prod(xs, start=start)  # symbolic Nodes too: it only multiplies
 
 
 def flatten(xss: Iterable[Iterable[T]]) -> list[T]:

@@ -64,13 +64,13 @@ class LazyBuffer:
     self.device, self.st, self.dtype = device, st, dtype
     self.shape, self.size = st.shape, st.size
     self._base = base
-    # who reads this base, weakly: an in-place assign must know whether anything unrealized still needs the old value
-    self.readers: weakref.WeakSet[LazyBuffer] = weakref.WeakSet()
     if base is not None:
       base.readers.add(self)
     for s in srcs:
       s.base.readers.add(self)
     if base is None:
+      # who reads this base, weakly: an in-place assign must know whether anything unrealized still needs the old value
+      self.readers: weakref.WeakSet[LazyBuffer] = weakref.WeakSet()
       self.op, self.arg, self.srcs = op, arg, srcs
       # an ASSIGN writes into the buffer of its target; everything else gets a buffer of its own
       self.buffer: Buffer = srcs[1].base.buffer if op is MetaOps.ASSIGN else Buffer(device, _max_size(st.shape), dtype)

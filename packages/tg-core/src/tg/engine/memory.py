@@ -155,7 +155,7 @@ def plan_schedule(schedule: list[ScheduleItem]) -> list[ScheduleItem]:
     return schedule
   # fresh buffers only: a schedule's own outputs are plain buffers with nothing in them yet
   roots = {b for si in schedule for b in si.bufs if b._base is None and not b.is_allocated() and is_internal(b)}
-  if not (moves := _plan([si.bufs for si in schedule], roots)):
+  if len(roots) < 2 or not (moves := _plan([si.bufs for si in schedule], roots)):  # one buffer shares with nothing
     return schedule
   remap = _Remap(moves)
   if DEBUG >= 2:

@@ -3,6 +3,7 @@ as an index into the shape of the View before it. A View is pushed only when a r
 expressed in the last one, so most tensors stay a single View."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ class ShapeTracker:
   views: tuple[View, ...]
 
   @staticmethod
+  @cached_when_concrete
   def from_shape(shape: tuple[sint, ...]) -> ShapeTracker:
     return ShapeTracker((View.create(shape),))
 
@@ -27,9 +29,14 @@ class ShapeTracker:
   def contiguous(self) -> bool:
     return len(self.views) == 1 and self.views[0].contiguous
 
-  @property
+  @functools.cached_property
   def size(self) -> sint:
     return prod(self.shape)
+
+  @functools.cached_property
+  def concrete(self) -> bool:
+    """No View holds a symbolic Node (see cached_when_concrete)."""
+    return all(v.concrete for v in self.views)
 
   def real_size(self) -> int:
     """How many elements of the underlying buffer a kernel may touch (its minimum length)."""
@@ -73,23 +80,29 @@ class ShapeTracker:
     return self
 
   # ---------- movement ops ----------
+  @cached_when_concrete
   def reshape(self, new_shape: tuple[sint, ...]) -> ShapeTracker:
     if (v := self.views[-1].reshape(new_shape)) is not None:
       return ShapeTracker(self.views[:-1] + (v,))
     return ShapeTracker(self.views + (View.create(new_shape),))
 
+  @cached_when_concrete
   def permute(self, axis: tuple[int, ...]) -> ShapeTracker:
     return ShapeTracker(self.views[:-1] + (self.views[-1].permute(axis),))
 
+  @cached_when_concrete
   def expand(self, new_shape: tuple[sint, ...]) -> ShapeTracker:
     return ShapeTracker(self.views[:-1] + (self.views[-1].expand(new_shape),))
 
+  @cached_when_concrete
   def pad(self, arg: tuple[tuple[sint, sint], ...]) -> ShapeTracker:
     return ShapeTracker(self.views[:-1] + (self.views[-1].pad(arg),))
 
+  @cached_when_concrete
   def shrink(self, arg: tuple[tuple[sint, sint], ...]) -> ShapeTracker:
     return ShapeTracker(self.views[:-1] + (self.views[-1].shrink(arg),))
 
+  @cached_when_concrete
   def stride(self, mul: tuple[int, ...]) -> ShapeTracker:
     return ShapeTracker(self.views[:-1] + (self.views[-1].stride(mul),))
 

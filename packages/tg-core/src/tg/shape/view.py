@@ -20,11 +20,14 @@ def _concrete(x: Any) -> bool:
   """x (an int, None, a tuple of them, a View...) holds no symbolic Node."""
   if type(x) is int or x is None:
     return True
-  if type(x) is tuple:
-    return all(type(e) is int or _concrete(e) for e in x)
-  if isinstance(x, View):
-    return x.concrete
-  return not isinstance(x, Node)
+  if type(x) is tuple:  # a loop, not all(...): this runs on every view operation
+    for e in x:
+      if type(e) is not int and not _concrete(e):
+        return False
+    return True
+  if isinstance(x, Node):
+    return False
+  return getattr(x, "concrete", True)  # a View or ShapeTracker knows (cached); anything else holds no Node
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -38,7 +41,7 @@ def cached_when_concrete(fn: F) -> F:
 
   @functools.wraps(fn)
   def wrapper(*args: Any, **kwargs: Any) -> Any:
-    return cached(*args, **kwargs) if _concrete(args) and _concrete(tuple(kwargs.values())) else fn(*args, **kwargs)
+    return cached(*args, **kwargs) if _concrete(args) and (not kwargs or _concrete(tuple(kwargs.values()))) else fn(*args, **kwargs)
   return wrapper  # type: ignore[return-value]
 
 
