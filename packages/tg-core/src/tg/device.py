@@ -150,6 +150,8 @@ class _Device:
     return base if rest in ("", "0") else f"{base}{sep}{rest}"
 
   def __getitem__(self, device: str) -> Compiled:
+    if type(device) is str and (dev := self._opened.get(device)) is not None:  # canonical already (as every Buffer's is)
+      return dev
     device = self.canonicalize(device)
     if (dev := self._opened.get(device)) is None:
       dev = self._opened[device] = self._open(device)

@@ -697,8 +697,12 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
         dt = dtypes.default_int
       else:
         dt = x.dtype
-      y = Tensor(LazyBuffer.full(y, (), dt, x.device))
-    elif y.device != x.device:
+      # a constant already of x's shape and of the result's dtype (least_upper_dtype(x.dtype, dt) is dt): no reshape,
+      # expand or cast to build, which are most of the Python an op with a scalar costs
+      x = x.cast(dt)
+      c = Tensor(LazyBuffer.full(y, x.shape, dt, x.device))
+      return (c, x) if reverse else (x, c)
+    if y.device != x.device:
       raise RuntimeError(f"tensors are on different devices: {x.device} and {y.device}; move one with .to()")
     if reverse:
       x, y = y, x

@@ -60,20 +60,20 @@ def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] |
     if b.op is None:  # realized: a leaf
       parts.append((b.dtype, b.device, b.buffer.size, shared))
       continue
-    if not all(v.concrete for v in b.st.views) or isinstance(b.arg, Node):
+    if not b.st.concrete or isinstance(b.arg, Node):
       return None
     srcs = []
     for s in b.srcs:
       if (n := number.get(s.base)) is None:
         n = number[s.base] = len(nodes)
         nodes.append(s.base)
-      if not all(v.concrete for v in s.st.views):
+      if not s.st.concrete:
         return None
       srcs.append((n, s.st))
     # a float constant by its bits: -0.0 == 0.0 and nan != nan, but a kernel must keep the one it was given
     arg = b.arg if type(b.arg) is not float else b.arg.hex()
     parts.append((b.op, arg, b.dtype, b.device, b.shape, b.forced_realize, shared, tuple(srcs)))
-  if not all(v.concrete for o in outs for v in o.st.views):
+  if not all(o.st.concrete for o in outs):
     return None
   # the scheduler's switches are part of the key: a plan made under one doesn't hold under another
   config = (getenv("FUSE_REDUCE", 1), getenv("NEST_REDUCE", 1))

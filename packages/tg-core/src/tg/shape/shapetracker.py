@@ -38,6 +38,13 @@ class ShapeTracker:
     """No View holds a symbolic Node (see cached_when_concrete)."""
     return all(v.concrete for v in self.views)
 
+  @functools.cached_property
+  def _hash(self) -> int:
+    return hash(self.views)
+
+  def __hash__(self) -> int:
+    return self._hash
+
   def real_size(self) -> int:
     """How many elements of the underlying buffer a kernel may touch (its minimum length)."""
     if 0 in self.shape:

@@ -92,6 +92,14 @@ class View:
     """No field holds a symbolic Node."""
     return _concrete((self.shape, self.strides, self.offset, self.mask))
 
+  # hashed once: views are keys of the caches above and of the schedule cache's structures, hashed on every lookup
+  @functools.cached_property
+  def _hash(self) -> int:
+    return hash((self.shape, self.strides, self.offset, self.mask, self.contiguous))
+
+  def __hash__(self) -> int:
+    return self._hash
+
   def size(self) -> sint:
     return prod(self.shape)
 
