@@ -95,7 +95,7 @@ class LazyBuffer:
 
   # ---------- creation ----------
   @staticmethod
-  def metaop(op: MetaOps, shape: tuple[sint, ...], dtype: DType, device: str, arg: Any = None,
+  def metaop(op: MetaOps | ReduceOps, shape: tuple[sint, ...], dtype: DType, device: str, arg: Any = None,
              srcs: tuple[LazyBuffer, ...] = ()) -> LazyBuffer:
     return LazyBuffer(device, ShapeTracker.from_shape(shape), dtype, op, arg, srcs)
 
@@ -210,7 +210,7 @@ class LazyBuffer:
     src = self._from_panels(op, axis) or self
     if (split := src._split_reduce(op, axis)) is not None:
       return split
-    return LazyBuffer.metaop(op, new_shape, self.dtype, self.device, axis, (src,))  # type: ignore[arg-type]
+    return LazyBuffer.metaop(op, new_shape, self.dtype, self.device, axis, (src,))
 
   def _from_panels(self, op: ReduceOps, axis: tuple[int, ...]) -> LazyBuffer | None:
     """This product, of a large matmul-like sum (a matmul, a conv) on a device that packs (Renderer.matmul_panel),
