@@ -255,3 +255,15 @@ def test_concrete_views_are_cached_symbolic_ones_keep_their_binding():
     assert v.reshape((3, i.bind(val), 1)).shape[1].unbind()[1] == val
     merged = (ShapeTracker.from_shape((3, i.bind(val))) + ShapeTracker.from_shape((3, i.bind(val)))).views
     assert merged[-1].shape[1].unbind()[1] == val
+
+
+def test_pickles_hold_only_the_fields() -> None:
+  """Disk cache keys (BEAM's) are pickles of ASTs: a view's pickle must not change once its cached hash, size or
+  concreteness has been computed, and must come back equal (with the hash recomputed in the loading process)."""
+  import pickle
+  st = ShapeTracker.from_shape((6, 4)).permute((1, 0)).reshape((2, 2, 6))
+  before = pickle.dumps(st)
+  _ = hash(st), st.size, st.concrete, [(hash(v), v.concrete) for v in st.views]
+  assert pickle.dumps(st) == before
+  back = pickle.loads(before)
+  assert back == st and hash(back) == hash(st) and back.views == st.views

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tg.helpers import prod
 from tg.shape.symbolic import AndNode, LtNode, MulNode, Node, NumNode, SumNode, Variable, sint, smax, smin
@@ -44,6 +45,9 @@ class ShapeTracker:
 
   def __hash__(self) -> int:
     return self._hash
+
+  def __reduce__(self) -> tuple[Any, ...]:  # the views only: a pickle (a disk cache key) must not depend on what was cached
+    return ShapeTracker, (self.views,)
 
   def real_size(self) -> int:
     """How many elements of the underlying buffer a kernel may touch (its minimum length)."""

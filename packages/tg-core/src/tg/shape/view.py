@@ -100,6 +100,9 @@ class View:
   def __hash__(self) -> int:
     return self._hash
 
+  def __reduce__(self) -> tuple[Any, ...]:  # the fields only: a pickle (a disk cache key) must not depend on what was cached
+    return View, (self.shape, self.strides, self.offset, self.mask, self.contiguous)
+
   def size(self) -> sint:
     return prod(self.shape)
 
