@@ -191,21 +191,41 @@ class Where(Function):
 
 # ---------- reductions ----------
 
-class Sum(Function):
-  def forward(self, x: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer:
+class _Reduction(Function):
+  """A reduction over `axis`. Its result keeps the reduced axes as 1s, or has `shape` (the same without them) when
+  given: a sum that drops its axes then costs one Function, not a reduction and a Reshape."""
+
+  def forward(self, x: LazyBuffer, axis: tuple[int, ...], shape: tuple[sint, ...] | None = None) -> LazyBuffer:
+    ret = self.reduce(x, axis)
+    self.kept = ret.shape
+    return ret if shape is None or shape == ret.shape else ret.reshape(shape)
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    return self.grad(grad if grad.shape == self.kept else grad.reshape(self.kept))
+
+  def reduce(self, x: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer:
+    raise NotImplementedError(type(self))
+
+  def grad(self, grad: LazyBuffer) -> LazyBuffer:
+    """The input's gradient from the output's, `grad` in the shape with the reduced axes kept as 1s."""
+    raise NotImplementedError(type(self))
+
+
+class Sum(_Reduction):
+  def reduce(self, x: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer:
     self.input_shape = x.shape
     return x.r(ReduceOps.SUM, axis)
 
-  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+  def grad(self, grad: LazyBuffer) -> LazyBuffer:
     return grad.expand(self.input_shape)
 
 
-class Prod(Function):
-  def forward(self, x: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer:
+class Prod(_Reduction):
+  def reduce(self, x: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer:
     self.x, self.axis = x, axis
     return x.r(ReduceOps.PROD, axis)
 
-  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+  def grad(self, grad: LazyBuffer) -> LazyBuffer:
     """d(prod)/dx_i is the product of the other elements. Without zeros that is prod/x_i; with one zero it is
     the product of the non-zeros at the zero and 0 elsewhere; with two or more it is 0 everywhere."""
     x, shape = self.x, self.x.shape
@@ -220,12 +240,12 @@ class Prod(Function):
     return others.e(BinaryOps.MUL, grad.expand(shape))
 
 
-class Max(Function):
-  def forward(self, x: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer:
+class Max(_Reduction):
+  def reduce(self, x: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer:
     self.x, self.ret, self.axis = x, x.r(ReduceOps.MAX, axis), axis
     return self.ret
 
-  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+  def grad(self, grad: LazyBuffer) -> LazyBuffer:
     # the gradient is split evenly between the elements equal to the max, as torch's amax does
     is_max = self.x.e(BinaryOps.CMPNE, self.ret.expand(self.x.shape)).e(UnaryOps.NEG).cast(grad.dtype)  # NEG of a bool is NOT
     count = is_max.r(ReduceOps.SUM, self.axis)

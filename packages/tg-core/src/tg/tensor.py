@@ -937,8 +937,8 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     axes = self._reduce_axes(axis)
     if self.ndim == 0:
       return self
-    ret = fxn.apply(self, axis=axes)
-    return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))  # type: ignore[no-any-return]
+    # the reduced axes are dropped by the reduction itself (see function._Reduction)
+    return fxn.apply(self, axis=axes, shape=None if keepdim else tuple(s for i, s in enumerate(self.shape) if i not in axes))  # type: ignore[no-any-return]
 
   def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, acc_dtype: DType | None = None) -> Tensor:
     """Sum over `axis`. Ints and bools accumulate in at least 32 bits (as tinygrad); half floats accumulate
