@@ -22,7 +22,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 # ---------- environment: must run before numpy/torch are imported ----------
@@ -213,6 +213,46 @@ def measure_tg(fn: Callable[[], Any], reps: int = 5, warmup: int = 2, budget_s: 
                before: Callable[[], Any] | None = None) -> Stat:
   """measure() for tg: the first warm-up call compiles and is reported separately."""
   return measure(fn, reps, max(warmup, 1), budget_s, min_reps, tg_first=True, before=before)
+
+
+def measure_interleaved(fns: dict[str, Callable[[], Any]], reps: int = 10, warmup: int = 2,
+                        before: Callable[[str], Any] | None = None) -> dict[str, Stat]:
+  """measure() for several implementations of one operation at once, in rounds: each round times every one of them
+  once, in order. On a VM whose memory bandwidth drifts from one second to the next, timing all of tg's repetitions,
+  then numpy's, then torch's lets the drift decide a memory-bound ratio (the 16M sum's tg/torch moved between 0.74x
+  and 0.95x across runs so); in rounds, every drift hits all of them. The key "tg" gets measure_tg()'s compile
+  accounting. `before(key)` runs untimed before each call, then a garbage collection, as in measure()."""
+  def prepare(key: str) -> None:
+    if before is not None:
+      before(key)
+    gc.collect()
+  first = compile_s = built = None
+  for i in range(max(warmup, 1)):
+    for key, fn in fns.items():
+      prepare(key)
+      if i == 0 and key == "tg":
+        with CompileMeter() as cm:
+          st = time.perf_counter()
+          fn()
+          first = time.perf_counter() - st
+        compile_s, built = cm.seconds, cm.built
+      else:
+        fn()
+  times: dict[str, list[float]] = {key: [] for key in fns}
+  tg_kernels = 0
+  for _ in range(reps):
+    for key, fn in fns.items():
+      prepare(key)
+      k0 = GlobalCounters.kernel_count
+      st = time.perf_counter()
+      fn()
+      times[key].append(time.perf_counter() - st)
+      if key == "tg":
+        tg_kernels += GlobalCounters.kernel_count - k0
+  out = {key: Stat(statistics.median(ts), min(ts), len(ts), times=ts) for key, ts in times.items()}
+  if "tg" in out:
+    out["tg"] = replace(out["tg"], first=first, compile=compile_s, kernels_built=built, kernels_per_call=tg_kernels / reps)
+  return out
 
 
 def realized(a: np.ndarray) -> Tensor:

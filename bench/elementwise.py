@@ -8,6 +8,8 @@
   gelu (tanh): 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))   (torch: F.gelu(approximate="tanh"))
   sum        : x.sum() to a scalar, eagerly and under TinyJit (the same kernels without tg's per-call Python)
 
+tg, numpy and torch are timed in rounds (one call of each per round), so a drift of the machine's memory bandwidth
+during the run hits all three alike (see benchlib.measure_interleaved).
 GB/s is the minimal traffic over the median time: an elementwise chain reads x once and writes y once,
 8 bytes/element -> 16M * 8 B = 134 MB per call; the sum reads 4 bytes/element -> 67 MB. numpy runs the chains
 as separate ufunc passes with temporaries (more real traffic than counted); all three allocate their output
@@ -64,10 +66,11 @@ def run(mode: str = "small", n: int | None = None, reps: int | None = None) -> l
     def run_np(f: Any = f_np) -> None: out["np"] = f(x_np)
     def run_torch(f: Any = f_torch) -> None: out["torch"] = f(x_t)
 
-    s_tg = bl.measure_tg(run_tg, reps=reps, warmup=2, before=lambda: out.pop("tg", None))
-    s_np = bl.measure(run_np, reps=reps, warmup=2, before=lambda: out.pop("np", None))
+    # in rounds (tg, numpy, torch, tg, ...): these are memory-bound, and the VM's memory bandwidth drifts
     with torch.inference_mode():
-      s_torch = bl.measure(run_torch, reps=reps, warmup=2, before=lambda: out.pop("torch", None))
+      stats = bl.measure_interleaved({"tg": run_tg, "np": run_np, "torch": run_torch}, reps=reps, warmup=2,
+                                     before=lambda key: out.pop(key, None))
+    s_tg, s_np, s_torch = stats["tg"], stats["np"], stats["torch"]
     tg_out = out["tg"].numpy() if isinstance(out["tg"], Tensor) else out["tg"]
     # the sum's reference is float64 numpy, so the print shows tg's accumulation error, not numpy's
     is_sum = name.startswith("sum")
