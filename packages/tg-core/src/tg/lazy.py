@@ -114,7 +114,7 @@ class LazyBuffer:
   @staticmethod
   def full(val: ConstType, shape: tuple[sint, ...], dtype: DType, device: str) -> LazyBuffer:
     base = LazyBuffer.metaop(MetaOps.CONST, (), dtype, device, dtypes.as_const(val, dtype))
-    return base.reshape((1,) * len(shape)).expand(shape)
+    return base._view(base.st.reshape((1,) * len(shape)).expand(shape))  # one view, not a reshape's and an expand's
 
   def is_unrealized_const(self) -> bool:
     """A constant that is the same everywhere (no padded region)."""
