@@ -349,7 +349,8 @@ class Lowerer:
     self.ctx = saved
     across = self.vector_axis is not None and self.kinds[self.vector_axis] == UNROLL
     # the unrolled copies go round-robin into up to ACC_CHAINS // outputs accumulators, combined after the loops
-    chains = max(1, min(len(vals), ACC_CHAINS // len(self._combos(UPCAST)))) if ranges else 1
+    outputs = prod(s for i, (s, k) in enumerate(zip(self.full_shape, self.kinds)) if k == UPCAST and i != self.vector_axis)
+    chains = max(1, min(len(vals), ACC_CHAINS // outputs)) if ranges else 1
     accs = []
     for c in range(chains):
       acc = vals[c]
