@@ -226,3 +226,29 @@ def test_run_split_in_a_forked_child() -> None:
           "_, status = os.waitpid(pid, 0); sys.exit(os.waitstatus_to_exitcode(status))")
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
   assert out.returncode == 0, out.stderr
+
+
+def test_run_split_after_an_interrupted_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+  """A caller interrupted while its worker still ran (Ctrl-C in a notebook) leaves that slice's completion behind:
+  the next launch waits for the slice, then neither takes its completion for its own nor raises its error."""
+  import time
+
+  from tg.runtime import cpu
+  monkeypatch.setattr(cpu, "CPU_THREADS", 2)
+  cpu.run_split(lambda start, end: None, 2)  # the worker exists
+  worker = cpu._workers[0]
+  log: list[str] = []
+
+  def slow(start: int, end: int) -> None:
+    time.sleep(0.1)
+    log.append("old slice")
+    raise KeyboardInterrupt  # what the interrupted caller would have raised: never the next caller's error
+  worker.post(slow, 0, 1)  # posted, never waited for
+  parts: list[tuple[int, int]] = []
+  cpu.run_split(lambda start, end: parts.append((start, end)), 10)
+  assert sorted(parts) == [(0, 5), (5, 10)] and log == ["old slice"]
+  worker.post(slow, 0, 1)
+  time.sleep(0.2)  # this time the old slice is done before the next launch
+  parts.clear()
+  cpu.run_split(lambda start, end: parts.append((start, end)), 10)
+  assert sorted(parts) == [(0, 5), (5, 10)]

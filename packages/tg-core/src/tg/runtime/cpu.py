@@ -21,36 +21,44 @@ CPU_THREADS: int = getenv("CPU_THREADS", os.cpu_count() or 1)
 
 
 class _Worker:
-  """A thread that runs one posted slice at a time."""
+  """A thread that runs one posted slice at a time. Slices are numbered: a caller interrupted while it waited (Ctrl-C
+  in a notebook) leaves its slice's completion behind, and the next caller must not take that for its own."""
 
   def __init__(self) -> None:
     self.go, self.done = threading.Lock(), threading.Lock()
     self.go.acquire()
     self.done.acquire()
-    self.task: tuple[Callable[[int, int], object], int, int] | None = None
-    self.error: BaseException | None = None
+    self.task: tuple[int, Callable[[int, int], object], int, int] | None = None
+    self.posted = self.finished = 0  # the number of the last slice posted, and of the last one finished
+    self.error: BaseException | None = None  # the exception of slice `finished`, if it raised
     threading.Thread(target=self._loop, name="tg_cpu", daemon=True).start()
 
   def _loop(self) -> None:
     while True:
       self.go.acquire()
       assert self.task is not None
-      fxn, start, end = self.task
+      n, fxn, start, end = self.task
+      error = None
       try:
         fxn(start, end)
       except BaseException as e:  # handed to the caller, which raises it
-        self.error = e
-      self.task = None
-      self.done.release()
+        error = e
+      self.error, self.finished = error, n
+      if self.done.locked():  # else a completion nobody waited for is still pending (see wait)
+        self.done.release()
 
   def post(self, fxn: Callable[[int, int], object], start: int, end: int) -> None:
-    self.task = (fxn, start, end)
+    self.wait()  # the slice of an interrupted caller first: its `go` may not be taken yet
+    self.posted += 1
+    self.task = (self.posted, fxn, start, end)
     self.go.release()
 
   def wait(self) -> BaseException | None:
-    self.done.acquire()
-    error, self.error = self.error, None
-    return error
+    while self.finished != self.posted:
+      # a completion left by an interrupted caller wakes this early, hence the loop. No wakeup can be lost (the worker
+      # releases `done` whenever it is held); the timeout only turns a bug here into a slow poll instead of a hang
+      self.done.acquire(timeout=0.1)
+    return self.error
 
 
 _workers: list[_Worker] = []
