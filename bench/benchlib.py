@@ -175,6 +175,15 @@ class CompileMeter:
       self.built = len(self._mod.method_cache) - self._n0
 
 
+def _first_call(fn: Callable[[], Any]) -> tuple[float, float | None, int | None]:
+  """Time tg's first call, which builds its kernels: (its time, the part spent building kernels, kernels built)."""
+  with CompileMeter() as cm:
+    st = time.perf_counter()
+    fn()
+    first = time.perf_counter() - st
+  return first, cm.seconds, cm.built
+
+
 def measure(fn: Callable[[], Any], reps: int = 5, warmup: int = 1, budget_s: float = 30.0, min_reps: int = 3, tg_first: bool = False,
             before: Callable[[], Any] | None = None) -> Stat:
   """Run `fn` (which must force its work to finish) `warmup` times, then up to `reps` timed times, stopping early
@@ -189,11 +198,7 @@ def measure(fn: Callable[[], Any], reps: int = 5, warmup: int = 1, budget_s: flo
   for i in range(warmup):
     prepare()
     if i == 0 and tg_first:
-      with CompileMeter() as cm:
-        st = time.perf_counter()
-        fn()
-        first = time.perf_counter() - st
-      compile_s, built = cm.seconds, cm.built
+      first, compile_s, built = _first_call(fn)
     else:
       fn()
   times: list[float] = []
@@ -231,11 +236,7 @@ def measure_interleaved(fns: dict[str, Callable[[], Any]], reps: int = 10, warmu
     for key, fn in fns.items():
       prepare(key)
       if i == 0 and key == "tg":
-        with CompileMeter() as cm:
-          st = time.perf_counter()
-          fn()
-          first = time.perf_counter() - st
-        compile_s, built = cm.seconds, cm.built
+        first, compile_s, built = _first_call(fn)
       else:
         fn()
   times: dict[str, list[float]] = {key: [] for key in fns}

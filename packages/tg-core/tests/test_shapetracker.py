@@ -243,7 +243,8 @@ def test_view_reshape_impossible_returns_none():
 
 
 def test_concrete_views_are_cached_symbolic_ones_keep_their_binding():
-  """View.create, View.reshape and view merging are cached for concrete Views only: a bound Variable equals the same
+  """View.create, ShapeTracker's movement ops and view merging are cached for concrete Views only (a View's reshape
+  returns View.create's cached objects): a bound Variable equals the same
   Variable bound to another value, so a cached symbolic View could hand back the wrong binding."""
   from tg.shape.symbolic import Variable
   assert View.create((4, 6)) is View.create((4, 6))

@@ -148,7 +148,6 @@ class View:
         for (mb, me), s, m in zip(self.mask, self.shape, mul))
     return View.create(shape, strides, offset, mask)
 
-  @cached_when_concrete
   def reshape(self, new_shape: tuple[sint, ...]) -> View | None:
     """The same addresses under `new_shape`, or None when one View can't express them."""
     if self.shape == new_shape:
