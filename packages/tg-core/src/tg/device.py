@@ -7,8 +7,9 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from tg.diskcache import diskcache_get, diskcache_put
 from tg.dtype import DType
-from tg.helpers import DEBUG, GlobalCounters, diskcache_get, diskcache_put, getenv
+from tg.helpers import DEBUG, GlobalCounters, getenv
 from tg.plugins import PluginError, hook, installed_devices, load_plugin
 from tg.renderer import Renderer
 

@@ -1,17 +1,13 @@
-"""Small shared utilities: env config (getenv, ContextVar, Context), DEBUG, counters and the disk cache."""
+"""Small shared utilities: env config (getenv, ContextVar, Context), DEBUG, counters; the disk cache is in tg.diskcache."""
 from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import math
 import os
-import pickle
-import sqlite3
-import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 T = TypeVar("T")
 
@@ -158,72 +154,24 @@ class Timing(contextlib.ContextDecorator):
       print(f"{self.prefix}{self.et * 1e-6:6.2f} ms")
 
 
-# ---------- the disk cache: one sqlite file under the user cache dir ----------
-
-def _cache_dir() -> str:
-  if sys.platform == "darwin":
-    base = os.path.expanduser("~/Library/Caches")
-  else:
-    base = os.getenv("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
-  return os.path.join(base, "tg")
-
-
-CACHEDB: str = getenv("CACHEDB", os.path.join(_cache_dir(), "cache.db"))
-_db_connection: sqlite3.Connection | None = None
-_db_tables: set[str] = set()
-_CACHE_VERSION = 1
-
-
-def _db() -> sqlite3.Connection:
-  global _db_connection
-  if _db_connection is None:
-    os.makedirs(os.path.dirname(CACHEDB), exist_ok=True)
-    _db_connection = sqlite3.connect(CACHEDB, timeout=30, isolation_level=None)
-    _db_connection.execute("PRAGMA journal_mode=WAL")
-  return _db_connection
-
-
-def _cache_key(key: Any) -> str:
-  return hashlib.sha256(pickle.dumps(key)).hexdigest()
-
-
-def diskcache_get(table: str, key: Any) -> Any:
-  """The cached value for `key` in `table`, or None. Nothing is read when CACHELEVEL=0."""
-  if CACHELEVEL.value == 0:
-    return None
-  table = f"{table}_v{_CACHE_VERSION}"
-  try:
-    row = _db().execute(f"SELECT val FROM '{table}' WHERE key=?", (_cache_key(key),)).fetchone()
-  except sqlite3.OperationalError:
-    return None  # table not created yet
-  return pickle.loads(row[0]) if row is not None else None
-
-
-def diskcache_put(table: str, key: Any, val: Any) -> Any:
-  if CACHELEVEL.value == 0:
-    return val
-  table = f"{table}_v{_CACHE_VERSION}"
-  conn = _db()
-  if table not in _db_tables:
-    conn.execute(f"CREATE TABLE IF NOT EXISTS '{table}' (key TEXT PRIMARY KEY, val BLOB)")
-    _db_tables.add(table)
-  conn.execute(f"REPLACE INTO '{table}' (key, val) VALUES (?, ?)", (_cache_key(key), pickle.dumps(val)))
-  return val
-
-
-def diskcache(func: Callable[..., T]) -> Callable[..., T]:
-  """Cache a pure function's results on disk, keyed by its arguments."""
-  def wrapper(*args: Any, **kwargs: Any) -> T:
-    key = (args, tuple(sorted(kwargs.items())))
-    if (ret := diskcache_get(func.__name__, key)) is not None:
-      return ret
-    return diskcache_put(func.__name__, key, func(*args, **kwargs))
-  return wrapper
-
-
 @contextlib.contextmanager
 def cpu_time_ns() -> Iterator[list[int]]:
   out = [0]
   st = time.perf_counter_ns()
   yield out
   out[0] = time.perf_counter_ns() - st
+
+
+# The disk cache lives in tg.diskcache; its names stay importable from here. Loaded on first use, because
+# tg.diskcache reads its settings from this module (and may be imported first).
+if TYPE_CHECKING:
+  from tg.diskcache import CACHEDB as CACHEDB
+  from tg.diskcache import diskcache as diskcache
+  from tg.diskcache import diskcache_get as diskcache_get
+  from tg.diskcache import diskcache_put as diskcache_put
+else:
+  def __getattr__(name: str) -> Any:
+    if name in ("CACHEDB", "diskcache", "diskcache_get", "diskcache_put"):
+      import tg.diskcache
+      return getattr(tg.diskcache, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

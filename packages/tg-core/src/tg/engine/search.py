@@ -11,7 +11,8 @@ import time
 from tg.codegen.kernel import Kernel, KernelOptError, Opt, OptOps
 from tg.codegen.lowerer import GLOBAL, REDUCE
 from tg.device import Buffer, Compiler, Device
-from tg.helpers import DEBUG, diskcache_get, diskcache_put, getenv
+from tg.diskcache import diskcache_get, diskcache_put
+from tg.helpers import DEBUG, getenv
 from tg.shape.symbolic import Variable
 
 ACTIONS = [Opt(op, axis, amt) for axis in range(8) for amt in (2, 3, 4, 8) for op in (OptOps.UPCAST, OptOps.UNROLL)] + \
