@@ -175,7 +175,13 @@ class Mul(Function):
 
 
 class IDiv(Function):
+  """Integer division truncating toward zero (C's /); a zero divisor gives 0 (Tensor raises, see tg.divcheck)."""
   def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.IDIV, y)
+
+
+class Mod(Function):
+  """The remainder of IDiv (C's %, the dividend's sign)."""
+  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.MOD, y)
 
 
 class Where(Function):

@@ -7,8 +7,9 @@ import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+import tg.divcheck as divcheck
 import tg.function as F
-from tg.device import Buffer, Device
+from tg.device import Buffer, Device, is_dtype_supported
 from tg.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
 from tg.engine.realize import run_schedule
 from tg.engine.schedule import create_schedule
@@ -25,6 +26,13 @@ Scalar = ConstType
 def _concrete(x: sint) -> int:
   """The value of a size: itself, or a symbolic size at the value its variables are bound to."""
   return x if isinstance(x, int) else bound_value(x)
+
+
+def _run(lbs: list[LazyBuffer]) -> None:
+  """Realize `lbs`, with the zero-divisor checks of the integer divisions they depend on (tg.divcheck)."""
+  todo, guards = divcheck.with_guards(lbs)
+  run_schedule(create_schedule(todo))
+  divcheck.check(guards)
 
 
 def _broadcast_shape(*shapes: tuple[sint, ...]) -> tuple[sint, ...]:
@@ -180,7 +188,7 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
   # ---------- running and reading ----------
   @staticmethod
   def realize_all(*tensors: Tensor) -> None:
-    run_schedule(create_schedule([t.lazydata for t in tensors]))
+    _run([t.lazydata for t in tensors])
 
   def realize(self) -> Tensor:
     Tensor.realize_all(self)
@@ -190,10 +198,10 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     """A realized buffer whose first numel() elements are this tensor's, in row-major order."""
     lb = self.lazydata
     if lb.base.realized is None:
-      run_schedule(create_schedule([lb]))
+      _run([lb])
     if not lb.st.contiguous:  # a view that isn't a prefix of its base's memory: copy it out in order
       lb = LazyBuffer.metaop(MetaOps.CONTIGUOUS, lb.shape, lb.dtype, lb.device, srcs=(lb,))
-      run_schedule(create_schedule([lb]))
+      _run([lb])
     return lb.base.buffer.ensure_allocated()
 
   def data(self) -> memoryview:
@@ -723,17 +731,76 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     a, b = self._broadcasted(x, reverse)
     return a + (-b)
 
-  def div(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+  def div(self, x: Tensor | Scalar, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
+    """True division; rounding_mode "trunc" or "floor" divides and rounds toward zero or down (as torch)."""
+    if rounding_mode == "trunc":
+      return self.idiv(x, reverse)
+    if rounding_mode == "floor":
+      return self.floordiv(x, reverse)
+    if rounding_mode is not None:
+      raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
     a, b = self._broadcasted(x, reverse)
     if not dtypes.is_float(a.dtype):
       a, b = a.cast(least_upper_float(a.dtype)), b.cast(least_upper_float(b.dtype))
     return a * b.reciprocal()
 
-  def idiv(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+  def _int_divide(self, x: Tensor | Scalar, reverse: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(a, b, a idiv b, a fmod b) of integer tensors, truncating as C; a zero divisor raises ZeroDivisionError now
+    (a Python 0) or when the result is realized (a tensor: see tg.divcheck)."""
+    divisor = self if reverse else x
+    if not isinstance(divisor, Tensor) and divisor == 0:
+      raise ZeroDivisionError("integer division or modulo by zero")
     a, b = self._broadcasted(x, reverse)
-    if dtypes.is_float(a.dtype):
-      raise TypeError("// on float tensors is not supported yet: use (a / b).floor()-style ops")
-    return F.IDiv.apply(a, b)  # type: ignore[no-any-return]
+    q, r = F.IDiv.apply(a, b), F.Mod.apply(a, b)
+    if isinstance(divisor, Tensor):
+      d = divisor.cast(b.dtype)
+      if d.lazydata.is_unrealized_const():
+        if d.lazydata.const_value == 0:
+          raise ZeroDivisionError("integer division or modulo by zero")
+      else:
+        flag = (d == 0).any().contiguous()
+        divcheck.guard(q.lazydata, flag.lazydata)
+        divcheck.guard(r.lazydata, flag.lazydata)
+    return a, b, q, r
+
+  def _floor_fixup(self, a: Tensor, b: Tensor, r: Tensor) -> Tensor | None:
+    """Where C's truncated quotient is one above the floor: a nonzero remainder whose sign differs from the divisor's.
+    None for unsigned ints (never)."""
+    if dtypes.is_unsigned(a.dtype) or a.dtype == dtypes.bool:
+      return None
+    return (r != 0) & ((r < 0) != (b < 0))
+
+  def idiv(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    """Integer division rounding toward zero (C's /, torch's div(rounding_mode="trunc")); `//` floors."""
+    if dtypes.is_float(self.dtype) or (isinstance(x, Tensor) and dtypes.is_float(x.dtype)) or isinstance(x, float):
+      a, b = self._broadcasted(x, reverse)
+      return (a / b).trunc()
+    return self._int_divide(x, reverse)[2]
+
+  def floordiv(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    """`//`: division rounding down, as Python, numpy and torch (-7 // 2 is -4)."""
+    if dtypes.is_float(self.dtype) or (isinstance(x, Tensor) and dtypes.is_float(x.dtype)) or isinstance(x, float):
+      a, b = self._broadcasted(x, reverse)
+      return (a / b).floor()
+    a, b, q, r = self._int_divide(x, reverse)
+    fix = self._floor_fixup(a, b, r)
+    return q if fix is None else q - fix.cast(q.dtype)
+
+  def mod(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    """`%`: the remainder of floor division, with the divisor's sign (Python's %, torch.remainder)."""
+    if dtypes.is_float(self.dtype) or (isinstance(x, Tensor) and dtypes.is_float(x.dtype)) or isinstance(x, float):
+      a, b = self._broadcasted(x, reverse)
+      return a - (a / b).floor() * b
+    a, b, _, r = self._int_divide(x, reverse)
+    fix = self._floor_fixup(a, b, r)
+    return r if fix is None else fix.where(r + b, r)
+
+  def fmod(self, x: Tensor | Scalar) -> Tensor:
+    """The remainder of truncated division, with the dividend's sign (C's %, torch.fmod)."""
+    if dtypes.is_float(self.dtype) or (isinstance(x, Tensor) and dtypes.is_float(x.dtype)) or isinstance(x, float):
+      a, b = self._broadcasted(x)
+      return a - (a / b).trunc() * b
+    return self._int_divide(x, False)[3]
 
   def neg(self) -> Tensor:
     return self.logical_not() if self.dtype == dtypes.bool else F.Neg.apply(self)  # type: ignore[no-any-return]
@@ -898,7 +965,8 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
   def __sub__(self, x: Tensor | Scalar) -> Tensor: return self.sub(x)
   def __mul__(self, x: Tensor | Scalar) -> Tensor: return self.mul(x)
   def __truediv__(self, x: Tensor | Scalar) -> Tensor: return self.div(x)
-  def __floordiv__(self, x: Tensor | Scalar) -> Tensor: return self.idiv(x)
+  def __floordiv__(self, x: Tensor | Scalar) -> Tensor: return self.floordiv(x)
+  def __mod__(self, x: Tensor | Scalar) -> Tensor: return self.mod(x)
   def __pow__(self, x: Tensor | Scalar) -> Tensor: return self.pow(x)
   def __matmul__(self, x: Tensor) -> Tensor: return self.matmul(x)
   def __xor__(self, x: Tensor | Scalar) -> Tensor: return self.xor(x)
@@ -910,7 +978,8 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
   def __rsub__(self, x: Scalar) -> Tensor: return self.sub(x, True)
   def __rmul__(self, x: Scalar) -> Tensor: return self.mul(x, True)
   def __rtruediv__(self, x: Scalar) -> Tensor: return self.div(x, True)
-  def __rfloordiv__(self, x: Scalar) -> Tensor: return self.idiv(x, True)
+  def __rfloordiv__(self, x: Scalar) -> Tensor: return self.floordiv(x, True)
+  def __rmod__(self, x: Scalar) -> Tensor: return self.mod(x, True)
   def __rpow__(self, x: Scalar) -> Tensor: return self.pow(x, True)
   def __rmatmul__(self, x: Tensor) -> Tensor: return x.matmul(self)
   # in place: the tensor keeps its identity and takes the new value
@@ -918,6 +987,8 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
   def __isub__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.sub(x).cast(self.dtype))
   def __imul__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.mul(x).cast(self.dtype))
   def __itruediv__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.div(x).cast(self.dtype))
+  def __ifloordiv__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.floordiv(x).cast(self.dtype))
+  def __imod__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.mod(x).cast(self.dtype))
   def __ipow__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.pow(x).cast(self.dtype))
   def __imatmul__(self, x: Tensor) -> Tensor: return self.assign(self.matmul(x).cast(self.dtype))
   def __iand__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.bitwise_and(x))
@@ -940,12 +1011,22 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     # the reduced axes are dropped by the reduction itself (see function._Reduction)
     return fxn.apply(self, axis=axes, shape=None if keepdim else tuple(s for i, s in enumerate(self.shape) if i not in axes))  # type: ignore[no-any-return]
 
-  def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, acc_dtype: DType | None = None) -> Tensor:
-    """Sum over `axis`. Ints and bools accumulate in at least 32 bits (as tinygrad); half floats accumulate
-    in float32 and are cast back."""
+  def _int_acc(self) -> DType:
+    """torch's result dtype for sums and products of ints and bools: int64 (int32, or uint32 for unsigned, where the
+    device has no int64)."""
+    if is_dtype_supported(dtypes.int64, self.device):
+      return dtypes.int64
+    return least_upper_dtype(self.dtype, dtypes.uint32 if dtypes.is_unsigned(self.dtype) else dtypes.int32)
+
+  def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, acc_dtype: DType | None = None,
+          dtype: DType | str | None = None) -> Tensor:
+    """Sum over `axis`. Ints and bools sum to int64 (as torch); half floats accumulate in float32 and are cast back.
+    `dtype` (torch's): cast the input to it first; `acc_dtype` (tinygrad's): accumulate in it and return it."""
+    if dtype is not None:
+      dt = to_dtype(dtype)
+      return self.cast(dt).sum(axis, keepdim, acc_dtype if acc_dtype is not None or dtypes.is_float(dt) else dt)
     if acc_dtype is None:
-      widest = dtypes.uint32 if dtypes.is_unsigned(self.dtype) else (dtypes.int32 if not dtypes.is_float(self.dtype) else dtypes.float32)
-      acc = least_upper_dtype(self.dtype, widest)
+      acc = self._int_acc() if not dtypes.is_float(self.dtype) else least_upper_dtype(self.dtype, dtypes.float32)
     else:
       acc = to_dtype(acc_dtype)
     ret = self.cast(acc)._reduce(F.Sum, axis, keepdim)
@@ -961,23 +1042,36 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
       return (self.cast(dtypes.int64) * -1).max(axis, keepdim).mul(-1).cast(self.dtype)
     return -((-self).max(axis, keepdim))
 
+  def _upcast_half(self) -> Tensor:
+    """float16 and bfloat16 as float32, where reductions accumulate and intermediate sums may pass 65504 (as torch);
+    ints as the default float; other floats as they are."""
+    if self.dtype in (dtypes.float16, dtypes.bfloat16):
+      return self.cast(dtypes.float32)
+    return self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
+
+  def _out_float(self) -> DType:
+    return self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float
+
   def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-    x = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
+    x = self._upcast_half()
     out = x.sum(axis, keepdim)
     n = prod(self.shape[a] for a in self._reduce_axes(axis)) if self.ndim else 1
-    return out * (1 / n) if n else out * math.nan
+    return (out * (1 / n) if n else out * math.nan).cast(self._out_float())
 
   def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
-    x = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
+    x = self._upcast_half()
     n = prod(_concrete(self.shape[a]) for a in self._reduce_axes(axis)) if self.ndim else 1
     sq = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
-    return sq / max(0, n - correction) if n - correction > 0 else sq * math.nan
+    return (sq / max(0, n - correction) if n - correction > 0 else sq * math.nan).cast(self._out_float())
 
   def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
     return self.var(axis, keepdim, correction).sqrt()
 
   def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-    return self._reduce(F.Prod, axis, keepdim)
+    """Product over `axis`: ints and bools to int64 as sum; half floats multiply in float32 and are cast back."""
+    if not dtypes.is_float(self.dtype):
+      return self.cast(self._int_acc())._reduce(F.Prod, axis, keepdim)
+    return self._upcast_half()._reduce(F.Prod, axis, keepdim).cast(self.dtype)
 
   def any(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     return self.cast(dtypes.bool).sum(axis, keepdim) > 0  # a sum, not a max: any() of nothing is False
@@ -1007,6 +1101,8 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     ax = self._resolve_axis(axis)
     n = _concrete(self.shape[ax])
     is_max = self == self.max(ax, keepdim=True)
+    if dtypes.is_float(self.dtype):  # a NaN is the max (max() propagates it) and never equals it: torch picks its index
+      is_max = is_max | self.isnan()
     # the first index of the max: count down from n so the earliest match is the largest
     rev = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - ax - 1))
     return (n - (is_max.cast(dtypes.int32) * rev).max(ax, keepdim)).cast(dtypes.int32)

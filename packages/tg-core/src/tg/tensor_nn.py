@@ -46,25 +46,30 @@ class NNMixin:
     return (bx > threshold).where(self, (1 + bx.minimum(threshold).exp()).log() * (1 / beta))
 
   # ---------- softmax family ----------
+  # half floats are computed in float32 and cast back (as torch): a sum of exps or squares passes 65504 easily
   def softmax(self: Tensor, axis: int = -1) -> Tensor:  # type: ignore[misc]
-    m = self - self.max(axis, keepdim=True).detach()
+    x = self._upcast_half()
+    m = x - x.max(axis, keepdim=True).detach()
     e = m.exp()
-    return e / e.sum(axis, keepdim=True)
+    return (e / e.sum(axis, keepdim=True)).cast(self._out_float())
 
   def log_softmax(self: Tensor, axis: int = -1) -> Tensor:  # type: ignore[misc]
-    m = self - self.max(axis, keepdim=True).detach()
-    return m - m.exp().sum(axis, keepdim=True).log()
+    x = self._upcast_half()
+    m = x - x.max(axis, keepdim=True).detach()
+    return (m - m.exp().sum(axis, keepdim=True).log()).cast(self._out_float())
 
   def logsumexp(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:  # type: ignore[misc]
-    m = self.max(axis, keepdim=True).detach()
+    x = self._upcast_half()
+    m = x.max(axis, keepdim=True).detach()
     m = (m.abs() == math.inf).where(0.0, m)  # all -inf (or inf) rows: don't subtract inf from inf
-    out = (self - m).exp().sum(axis, keepdim=True).log() + m
+    out = ((x - m).exp().sum(axis, keepdim=True).log() + m).cast(self._out_float())
     return out if keepdim else out.squeeze_axes(self._reduce_axes(axis))
 
   # ---------- normalization ----------
   def layernorm(self: Tensor, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:  # type: ignore[misc]
-    y = self - self.mean(axis, keepdim=True)
-    return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
+    x = self._upcast_half()
+    y = x - x.mean(axis, keepdim=True)
+    return (y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()).cast(self._out_float())
 
   def batchnorm(self: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor,  # type: ignore[misc]
                 axis: int | Sequence[int] = 1) -> Tensor:
@@ -210,9 +215,12 @@ class NNMixin:
     n_classes = _concrete(self.shape[-1])
     log_probs = self.log_softmax(-1)
     keep = (Y != ignore_index)
-    target = Y.one_hot(n_classes) * keep.unsqueeze(-1)
-    nll = -(log_probs * target).sum()
-    smooth = -(log_probs.mean(-1) * keep).sum()
+    target = Y.one_hot(n_classes).cast(dtypes.bool) & keep.unsqueeze(-1)
+    # picked with where, not multiplied by a 0/1 mask: a -inf log-probability of another class times 0 would be nan
+    nll = -target.where(log_probs, 0.0).sum()
+    if label_smoothing == 0:
+      return nll / keep.sum().maximum(1)
+    smooth = -keep.where(log_probs.mean(-1), 0.0).sum()
     return ((1 - label_smoothing) * nll + label_smoothing * smooth) / keep.sum().maximum(1)
 
   def binary_crossentropy(self: Tensor, y: Tensor) -> Tensor:  # type: ignore[misc]

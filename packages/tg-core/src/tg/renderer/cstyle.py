@@ -6,12 +6,33 @@ math functions are written); the walk over the linear program is here, once.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 
 from tg.codegen.uops import UOp, UOps, store_valid
 from tg.dtype import DType, PtrDType, dtypes
 from tg.ops import BinaryOps, Op, TernaryOps, UnaryOps
 from tg.renderer import Renderer
+
+# an integer literal as render_const writes it: 5, (5), 5u, 5ll, 5ull
+_INT_LITERAL = re.compile(r"\(?(-?\d+)(?:u|ll|ull)?\)?")
+
+
+def _safe_divmod(op: str, a: str, b: str, dt: DType) -> str:
+  """Integer / or % that never traps (C leaves x/0 and INT_MIN/-1 undefined; x86 raises SIGFPE for both): a divisor
+  of 0 gives 0 (as exec_alu), INT_MIN / -1 gives INT_MIN (wrapped, as torch) and x % -1 gives 0. Branch-free where it
+  matters: a vector ?: evaluates both sides, so the divisor itself is replaced by 1 in the bad lanes. A literal divisor
+  other than 0 and -1 (all index math) is rendered bare; the Tensor raises ZeroDivisionError itself (tg.divcheck)."""
+  if dtypes.is_float(dt) or ((m := _INT_LITERAL.fullmatch(b)) is not None and int(m.group(1)) not in (0, -1)):
+    return f"({a}{op}{b})"
+  bad = f"(({b})==0)"
+  if dtypes.is_int(dt) and not dtypes.is_unsigned(dt):
+    lo = dtypes.min(dt.scalar())
+    lo_lit = f"({lo + 1}{'ll' if dt.scalar().itemsize == 8 else ''}-1)"
+    # % by -1 is 0 like % by 1; / by -1 is exact except for INT_MIN, which stays INT_MIN (its quotient by 1)
+    bad = f"({bad}|(({b})==-1))" if op == "%" else f"({bad}|((({b})==-1)&(({a})=={lo_lit})))"
+  q = f"(({a}){op}({bad}?1:({b})))"
+  return q if op == "%" else f"((({b})==0)?0:{q})"  # x % 1 is already the 0 that % 0 gives
 
 
 class CStyleLanguage(Renderer):
@@ -29,7 +50,7 @@ class CStyleLanguage(Renderer):
     UnaryOps.LOG2: lambda x, dt: f"log2({x})", UnaryOps.SIN: lambda x, dt: f"sin({x})",
     UnaryOps.RECIP: lambda x, dt: f"(1/{x})",
     BinaryOps.ADD: lambda a, b, dt: f"({a}+{b})", BinaryOps.MUL: lambda a, b, dt: f"({a}*{b})",
-    BinaryOps.IDIV: lambda a, b, dt: f"({a}/{b})", BinaryOps.MOD: lambda a, b, dt: f"({a}%{b})",
+    BinaryOps.IDIV: lambda a, b, dt: _safe_divmod("/", a, b, dt), BinaryOps.MOD: lambda a, b, dt: _safe_divmod("%", a, b, dt),
     BinaryOps.MAX: lambda a, b, dt: f"(({a}>{b}||{a}!={a})?{a}:{b})",
     BinaryOps.CMPLT: lambda a, b, dt: f"({a}<{b})", BinaryOps.CMPNE: lambda a, b, dt: f"({a}!={b})",
     BinaryOps.XOR: lambda a, b, dt: f"({a}^{b})", BinaryOps.AND: lambda a, b, dt: f"({a}&{b})",
