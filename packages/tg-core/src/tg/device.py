@@ -3,15 +3,20 @@ with a disk cache (`Compiler`), and `Compiled`, one device assembled from its pl
 from __future__ import annotations
 
 import os
+import sys
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tg.diskcache import diskcache_get, diskcache_put
 from tg.dtype import DType
 from tg.helpers import DEBUG, GlobalCounters, getenv
 from tg.plugins import PluginError, hook, installed_devices, load_plugin
 from tg.renderer import Renderer
+from tg.settings import DEVICE, DISABLE_COMPILER_CACHE, LRU
+
+if TYPE_CHECKING:
+  from tg.engine.pending import PendingWork
 
 # ---------- the base classes a plugin implements ----------
 
@@ -55,7 +60,7 @@ class LRUAllocator(Allocator):
       return self._alloc(size, options)
 
   def free(self, opaque: Any, size: int, options: Any = None) -> None:
-    if getenv("LRU", 1):
+    if LRU.value:
       self.cache[(size, options)].append(opaque)
     else:
       self._free(opaque, options)
@@ -103,17 +108,19 @@ class Compiler:
   compiled output is cached on disk under it (None: never cached)."""
 
   def __init__(self, cachekey: str | None = None) -> None:
-    self.cachekey = cachekey if getenv("DISABLE_COMPILER_CACHE", 0) == 0 else None
+    self.cachekey = cachekey if DISABLE_COMPILER_CACHE.value == 0 else None
 
   def compile(self, src: str) -> bytes:
     raise NotImplementedError(type(self))
 
   def compile_cached(self, src: str) -> bytes:
-    if self.cachekey is None or (lib := diskcache_get(self.cachekey, src)) is None:
+    """compile(src), from the disk cache when it holds it: the cache checks each entry's length and checksum,
+    so the bytes returned are the ones compile made (a damaged entry is a miss, compiled again)."""
+    lib = diskcache_get(self.cachekey, src) if self.cachekey is not None else None
+    if not isinstance(lib, bytes):
       lib = self.compile(src)
       if self.cachekey is not None:
         diskcache_put(self.cachekey, src, lib)
-    assert isinstance(lib, bytes)
     return lib
 
 
@@ -139,6 +146,7 @@ class _Device:
   def __init__(self) -> None:
     self._opened: dict[str, Compiled] = {}
     self._default: str | None = None
+    self._default_reason = ""
 
   @staticmethod
   def canonicalize(device: str | None) -> str:
@@ -189,25 +197,48 @@ class _Device:
 
   @DEFAULT.setter
   def DEFAULT(self, device: str) -> None:
-    self._default = self.canonicalize(device)
+    self._default, self._default_reason = self.canonicalize(device), ""
+
+  def describe_default(self) -> str:
+    """The default device and why it was chosen, e.g. "LLVM (the best usable of LLVM, PYTHON; CLANG is installed but not usable: ...)"."""
+    name = self.DEFAULT
+    return f"{name} ({self._default_reason or 'set by the program'})"
 
   def _choose_default(self) -> str:
+    name, self._default_reason = self._pick_default()
+    return name
+
+  def _pick_default(self) -> tuple[str, str]:
+    if (asked := DEVICE.value):
+      return self.canonicalize(asked), f"asked for by DEVICE={asked}"
     names = self.installed()
-    if (asked := os.getenv("DEVICE")):
-      return self.canonicalize(asked)
     for name in names:  # tinygrad's style: NAME=1
       if getenv(name, 0) == 1:
-        return name
-    ranked: list[tuple[int, str]] = []
+        return name, f"asked for by {name}=1"
+    usable: list[tuple[float, str]] = []
+    unusable: list[tuple[float, str, str]] = []
     for name in names:
       try:
-        if self.availability(name) == "" and (prio := hook("tg_device_priority", name) or 0) >= 0:
-          ranked.append((prio, name))
-      except PluginError:
-        continue
-    if not ranked:
-      raise RuntimeError("no usable tg device: install a device package, e.g. `pip install tg-clang`, then see `python -m tg.devices`")
-    return max(ranked)[1]
+        why, prio = self.availability(name), float(hook("tg_device_priority", name) or 0)
+      except PluginError as e:  # a plugin that fails to load ranks just above the interpreter: worth a word when that is all we'd get
+        why, prio = str(e), 1.0
+      if why == "" and prio >= 0:
+        usable.append((prio, name))
+      elif why != "":
+        unusable.append((prio, name, why))
+    broken = "; ".join(f"{name} is installed but not usable: {why}" for _, name, why in sorted(unusable, reverse=True))
+    if not usable:
+      raise RuntimeError(f"no usable tg device ({broken or 'none is installed'}): install a device package, e.g. `pip install tg-llvm` "
+                         "(needs no system compiler), then see `python -m tg.devices`")
+    prio, best = max(usable)
+    reason = f"the best usable of {', '.join(n for _, n in sorted(usable, reverse=True))}"
+    # a device that would rank higher but can't be used here: say so once, or a run may crawl on a slow device unexplained
+    if (better := [(name, why) for p, name, why in sorted(unusable, reverse=True) if p > prio]):
+      lines = "; ".join(f"{name} is installed but not usable: {why}" for name, why in better)
+      reason += f"; {lines}"
+      print(f"tg: using device {best}, because {lines}. (Set DEVICE={best} to choose it and silence this; `python -m tg.devices` "
+            "lists the devices.)", file=sys.stderr)
+    return best, reason
 
 
 Device = _Device()
@@ -222,12 +253,21 @@ def is_dtype_supported(dtype: DType, device: str | None = None) -> bool:
 # ---------- buffers ----------
 
 class Buffer:
-  """`size` elements of `dtype` on `device`; memory is allocated on first need."""
+  """`size` elements of `dtype` on `device`; memory is allocated on first need.
+
+  Its lifetime is explicit, kept by the lazy graph and the scheduler rather than read off the interpreter:
+  `lb_refcount` counts the live LazyBuffer bases that own it (a Tensor, a view, an autograd context or an unrealized
+  graph reaches it only through one); `plannable` says whether the memory planner may give its memory to another
+  buffer once that count is 0 (engine/memory.py); `pending` is the scheduled work that has yet to write it (while
+  set, no LazyBuffer counts it as realized: engine/pending.py)."""
 
   def __init__(self, device: str, size: int, dtype: DType, opaque: Any = None, options: Any = None) -> None:
     self.device, self.size, self.dtype, self.options = device, size, dtype, options
     self._buf: Any = None
     self._base: Buffer | None = None  # set for a view into another buffer's memory
+    self.lb_refcount = 0
+    self.plannable: bool | None = None  # None: no schedule computed it; False: an in-place assign wrote it (state)
+    self.pending: PendingWork | None = None
     if opaque is not None:
       self.allocate(opaque)
 

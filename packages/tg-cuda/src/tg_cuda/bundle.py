@@ -29,9 +29,11 @@ class CUDABinary:
 
   @staticmethod
   def unpack(data: bytes) -> CUDABinary:
-    magic, *sizes = _HEADER.unpack_from(data)
-    if magic != MAGIC:
+    if len(data) < _HEADER.size or (header := _HEADER.unpack_from(data))[0] != MAGIC:
       raise ValueError("not a tg-cuda kernel binary (it was made by another compiler or version)")
+    sizes = header[1:]
+    if _HEADER.size + sum(sizes) != len(data):
+      raise ValueError(f"a damaged tg-cuda kernel binary: its header says {_HEADER.size + sum(sizes)} bytes, it has {len(data)}")
     parts, pos = [], _HEADER.size
     for n in sizes:
       parts.append(data[pos:pos + n])
