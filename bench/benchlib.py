@@ -70,7 +70,7 @@ def tg_threads() -> str:
     return "1 (the PYTHON interpreter)"
   if Device.DEFAULT in ("CLANG", "LLVM"):
     from tg.runtime.cpu import CPU_THREADS
-    return f"{CPU_THREADS} (big kernels split their outer loop across CPU_THREADS)"
+    return f"{CPU_THREADS.value} (big kernels split their outer loop across CPU_THREADS)"
   return "device-defined"
 
 

@@ -157,7 +157,7 @@ def test_run_split_runs_every_slice_once_on_its_own_thread(monkeypatch: pytest.M
   import threading
 
   from tg.runtime import cpu
-  monkeypatch.setattr(cpu, "CPU_THREADS", 4)
+  monkeypatch.setattr(cpu.CPU_THREADS, "value", 4)
   for outer in (1, 3, 4, 10, 1000):
     seen: list[tuple[int, int, int]] = []
     lock = threading.Lock()
@@ -177,7 +177,7 @@ def test_run_split_raises_a_workers_error_after_every_slice_ends(monkeypatch: py
   import time
 
   from tg.runtime import cpu
-  monkeypatch.setattr(cpu, "CPU_THREADS", 3)
+  monkeypatch.setattr(cpu.CPU_THREADS, "value", 3)
   finished: list[int] = []
 
   def fxn(start: int, end: int) -> None:
@@ -198,7 +198,7 @@ def test_run_split_from_several_threads_at_once(monkeypatch: pytest.MonkeyPatch)
   import threading
 
   from tg.runtime import cpu
-  monkeypatch.setattr(cpu, "CPU_THREADS", 2)
+  monkeypatch.setattr(cpu.CPU_THREADS, "value", 2)
   totals = [0] * 4
 
   def caller(k: int) -> None:
@@ -219,7 +219,7 @@ def test_run_split_in_a_forked_child() -> None:
   """A forked child has none of the parent's worker threads: it starts its own."""
   from tg.runtime import cpu
   cpu.run_split(lambda start, end: None, 8)  # the parent's workers exist
-  code = ("import os, sys; from tg.runtime import cpu; cpu.CPU_THREADS = 2; cpu.run_split(lambda s, e: None, 8)\n"
+  code = ("import os, sys; from tg.runtime import cpu; cpu.CPU_THREADS.value = 2; cpu.run_split(lambda s, e: None, 8)\n"
           "pid = os.fork()\n"
           "if pid == 0:\n"
           "  out = []; cpu.run_split(lambda s, e: out.append(e - s), 8); os._exit(0 if sorted(out) == [4, 4] else 1)\n"
@@ -234,7 +234,7 @@ def test_run_split_after_an_interrupted_launch(monkeypatch: pytest.MonkeyPatch) 
   import time
 
   from tg.runtime import cpu
-  monkeypatch.setattr(cpu, "CPU_THREADS", 2)
+  monkeypatch.setattr(cpu.CPU_THREADS, "value", 2)
   cpu.run_split(lambda start, end: None, 2)  # the worker exists
   worker = cpu._workers[0]
   log: list[str] = []

@@ -36,7 +36,7 @@ def mock_cuda(monkeypatch: pytest.MonkeyPatch) -> str:
   """The CUDA device in mock mode, whatever this process's environment says."""
   from tg import Device
   from tg_cuda import device
-  monkeypatch.setenv("CUDA_MOCK", "1")
+  monkeypatch.setattr(device.CUDA_MOCK, "value", 1)
   if not isinstance(device.get_driver(), MockDriver):
     pytest.skip("CUDA is already open on a GPU in this process")
   Device["CUDA"]

@@ -109,7 +109,7 @@ def test_split_across_threads_gives_the_same_numbers(monkeypatch: pytest.MonkeyP
   src = _source(ta @ tb)
   assert "%tg_start" in src and re.search(r"_tg_outer\"? = constant i32 \d+", src), "a kernel this big runs its outer loop in slices"
   split = (ta @ tb).numpy()
-  monkeypatch.setattr(tg.renderer.cpu, "THREAD_MIN_WORK", 1 << 62)
+  monkeypatch.setattr(tg.renderer.cpu.CPU_THREAD_MIN_WORK, "value", 1 << 62)
   assert "tg_start" not in _source(ta @ tb)
   whole = (Tensor(a, device="LLVM") @ Tensor(b, device="LLVM")).numpy()
   np.testing.assert_array_equal(split, whole)  # each output is computed the same way, whichever thread computes it

@@ -9,8 +9,10 @@ import subprocess
 import tempfile
 
 from tg.device import Compiler
+from tg.settings import Setting
 
-CLANG = os.getenv("TG_CLANG", "clang")
+TG_CLANG = Setting("TG_CLANG", "clang", "the clang binary CLANG compiles with (a name on PATH or a path)", read_once="when the CLANG device loads")
+CLANG: str = TG_CLANG.value
 
 
 def clang_version() -> str | None:

@@ -21,7 +21,11 @@ DEVICE = "CLANG"
 def tg_device_available(device: str) -> str | None:
   if device != DEVICE:
     return None
-  return "" if clang_version() is not None else f"`{CLANG}` was not found on PATH: install clang (e.g. `apt-get install clang`) or set TG_CLANG"
+  if clang_version() is not None:
+    return ""
+  if CLANG != "clang":
+    return f"TG_CLANG={CLANG} was not found or does not run: point TG_CLANG at a clang (e.g. from `apt-get install clang`), or unset it"
+  return "`clang` was not found on PATH: install clang (e.g. `apt-get install clang`) or set TG_CLANG"
 
 
 @hookimpl

@@ -1,4 +1,5 @@
-"""`python -m tg.devices`: every installed device, the package it comes from, and whether it is usable."""
+"""`python -m tg.devices`: every installed device, the package it comes from, whether it is usable, and the default.
+`python -m tg.devices --settings`: every setting (environment variable) as the markdown table docs/devices.md holds."""
 from __future__ import annotations
 
 import sys
@@ -18,7 +19,7 @@ def report() -> str:
   if not rows:
     return "no tg devices installed: install one, e.g. `pip install tg-clang`"
   try:
-    default = f"default device: {Device.DEFAULT}"
+    default = f"default device: {Device.describe_default()}"
   except RuntimeError as e:
     default = str(e)
   return "\n".join(rows + [default])
@@ -31,8 +32,12 @@ def _note(name: str) -> str | None:
     return None
 
 
-def main() -> int:
-  print(report())
+def main(argv: list[str] | None = None) -> int:
+  if "--settings" in (sys.argv[1:] if argv is None else argv):
+    from tg.settings import markdown_table
+    print(markdown_table())
+  else:
+    print(report())
   return 0
 
 

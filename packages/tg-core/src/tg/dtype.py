@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Final, Union
 
-from tg.helpers import getenv
+from tg.settings import DEFAULT_FLOAT
 
 ConstType = Union[float, int, bool]
 
@@ -144,7 +144,7 @@ _by_fmt: dict[str, DType] = {v.fmt: v for v in _by_name.values() if v.fmt is not
 # the user-facing names ("float32", "int8", ...) for lookups such as Tensor(x, dtype="float32")
 DTYPES_DICT: dict[str, DType] = {k: v for k, v in vars(dtypes).items() if isinstance(v, DType) and not k.startswith("default")}
 
-if (_default := getenv("DEFAULT_FLOAT", "")):
+if (_default := DEFAULT_FLOAT.value):
   if _default.lower() not in DTYPES_DICT or not dtypes.is_float(DTYPES_DICT[_default.lower()]):
     raise ValueError(f"DEFAULT_FLOAT={_default} is not a float dtype (use one of float16, bfloat16, float32, float64)")
   dtypes.default_float = DTYPES_DICT[_default.lower()]

@@ -2,12 +2,17 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
-import os
 import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
+
+# the settings registry lives in tg.settings; these are its tinygrad names, re-exported
+from tg.settings import CACHELEVEL as CACHELEVEL
+from tg.settings import DEBUG as DEBUG
+from tg.settings import Context as Context
+from tg.settings import ContextVar as ContextVar
+from tg.settings import getenv as getenv
 
 T = TypeVar("T")
 
@@ -71,56 +76,6 @@ def to_function_name(s: str) -> str:
 
 def is_finite_number(x: float) -> bool:
   return not (math.isinf(x) or math.isnan(x))
-
-
-# ---------- configuration from the environment ----------
-
-@functools.cache
-def getenv(key: str, default: Any = 0) -> Any:
-  """Read an env var, converted to the type of `default` (int by default)."""
-  return type(default)(os.getenv(key, default))
-
-
-class ContextVar:
-  """A named setting, initialised from the environment and changeable with `Context(NAME=value)`."""
-  _cache: dict[str, ContextVar] = {}
-  value: int
-  key: str
-
-  def __new__(cls, key: str, default_value: int) -> ContextVar:
-    if key in ContextVar._cache:
-      return ContextVar._cache[key]
-    instance = ContextVar._cache[key] = super().__new__(cls)
-    instance.key, instance.value = key, getenv(key, default_value)
-    return instance
-
-  def __bool__(self) -> bool: return bool(self.value)
-  def __ge__(self, x: int) -> bool: return self.value >= x
-  def __gt__(self, x: int) -> bool: return self.value > x
-  def __lt__(self, x: int) -> bool: return self.value < x
-  def __le__(self, x: int) -> bool: return self.value <= x
-  def __repr__(self) -> str: return f"ContextVar({self.key}={self.value})"
-
-
-class Context(contextlib.ContextDecorator):
-  """Temporarily override ContextVars: `with Context(DEBUG=2): ...`."""
-  stack: list[dict[str, int]] = [{}]
-
-  def __init__(self, **kwargs: int) -> None:
-    self.kwargs = kwargs
-
-  def __enter__(self) -> None:
-    self.old = {k: ContextVar._cache[k].value for k in self.kwargs if k in ContextVar._cache}
-    for k, v in self.kwargs.items():
-      ContextVar(k, v).value = v
-
-  def __exit__(self, *args: Any) -> None:
-    for k in self.kwargs:
-      if k in self.old:
-        ContextVar._cache[k].value = self.old[k]
-
-
-DEBUG, CACHELEVEL = ContextVar("DEBUG", 0), ContextVar("CACHELEVEL", 2)
 
 
 # ---------- counters ----------

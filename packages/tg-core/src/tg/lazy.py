@@ -11,8 +11,9 @@ from typing import Any
 
 from tg.device import Buffer, Device
 from tg.dtype import ConstType, DType, dtypes
-from tg.helpers import ContextVar, getenv, prod
+from tg.helpers import prod
 from tg.ops import BinaryOps, MetaOps, Op, ReduceOps, TernaryOps, UnaryOps, exec_alu
+from tg.settings import PACK, SPLIT_REDUCEOP, SPLIT_REDUCEOP_THRESHOLD
 from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import sint
 from tg.shape.view import View
@@ -44,7 +45,6 @@ def _reads_through_view(x: LazyBuffer, target: LazyBuffer) -> bool:
 # a matmul-like sum is computed from packed operands (Renderer.matmul_panel) from this many multiply-adds on: below
 # it the operands stay in cache (measured on bench/gpt2_block.py: packing its 2**27-MAC matmuls too made it slower)
 PACK_MIN_MACS = 1 << 28
-PACK = ContextVar("PACK", 1)  # PACK=0: never pack
 
 
 def _panels(x: LazyBuffer, own: int, p: int) -> LazyBuffer:
@@ -241,8 +241,8 @@ class LazyBuffer:
     """A reduction of at least SPLIT_REDUCEOP elements over one axis becomes two kernels: partial results of
     chunks, then the reduction of those. The partials can run in parallel, and a sum of sums loses less
     precision than one long running sum. None when the reduction isn't split."""
-    threshold = getenv("SPLIT_REDUCEOP_THRESHOLD", 32768)
-    if not getenv("SPLIT_REDUCEOP", 1) or len(axis) != 1 or not all(isinstance(s, int) for s in self.shape):
+    threshold = SPLIT_REDUCEOP_THRESHOLD.value
+    if not SPLIT_REDUCEOP.value or len(axis) != 1 or not all(isinstance(s, int) for s in self.shape):
       return None
     a = axis[0]
     n = self.shape[a]

@@ -3,18 +3,22 @@ the architecture kernels are compiled for (default: the GPU's; sm_80 in mock mod
 from __future__ import annotations
 
 import functools
-import os
 
 from tg.helpers import DEBUG
+from tg.settings import Setting
 from tg_cuda.driver import LIBCUDA, CUDADriver, CUDAError, Driver, load_libcuda
 from tg_cuda.mock.build import host_cxx
 from tg_cuda.nvrtc import NVRTCError, load_nvrtc
 
+CUDA_MOCK = Setting("CUDA_MOCK", 0, "1: CUDA without a GPU: kernels still go through NVRTC and ptxas, then run on the CPU "
+                    "(see packages/tg-cuda/README.md)")
+CUDA_ARCH = Setting("CUDA_ARCH", "", "the architecture CUDA kernels are compiled for, e.g. `sm_89` (unset: the GPU's; sm_80 in mock mode)",
+                    read_once="when the CUDA device opens")
 MOCK_HINT = "set CUDA_MOCK=1 to run CUDA kernels on the CPU (mock mode)"
 
 
 def is_mock() -> bool:
-  return os.getenv("CUDA_MOCK", "0") not in ("", "0")
+  return bool(CUDA_MOCK.value)
 
 
 def unavailable_reason() -> str:
@@ -36,7 +40,7 @@ def unavailable_reason() -> str:
 
 @functools.cache
 def get_driver() -> Driver:
-  arch = os.getenv("CUDA_ARCH") or None
+  arch = CUDA_ARCH.value or None
   if is_mock():
     from tg_cuda.mock.driver import MockDriver
     driver: Driver = MockDriver(arch)

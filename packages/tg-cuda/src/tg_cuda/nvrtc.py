@@ -15,7 +15,11 @@ from typing import Any
 
 import cffi
 
+from tg.settings import Setting
+
 NVRTC_DIST = "nvidia-cuda-nvrtc-cu12"
+TG_NVRTC = Setting("TG_NVRTC", "", "the libnvrtc.so CUDA compiles with (unset: the one from the nvidia-cuda-nvrtc-cu12 wheel)",
+                   read_once="when NVRTC is loaded")
 
 ffi = cffi.FFI()
 ffi.cdef("""
@@ -57,7 +61,7 @@ def _wheel_libraries() -> list[str]:
 
 def find_nvrtc() -> str | None:
   """The path of the libnvrtc to load, or None."""
-  if (path := os.getenv("TG_NVRTC")):
+  if (path := TG_NVRTC.value):
     return path
   return next(iter(_wheel_libraries()), None)
 

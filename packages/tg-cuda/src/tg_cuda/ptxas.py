@@ -12,6 +12,9 @@ import subprocess
 import tempfile
 
 from tg.helpers import DEBUG
+from tg.settings import Setting
+
+TG_PTXAS = Setting("TG_PTXAS", "ptxas", "the ptxas CUDA assembles PTX with (a name on PATH or a path; unusable: NVRTC makes the cubin)")
 
 
 class PtxasError(RuntimeError):
@@ -21,7 +24,7 @@ class PtxasError(RuntimeError):
 @functools.cache
 def ptxas_release() -> tuple[str, tuple[int, int]] | None:
   """(path, (major, minor)) of the ptxas on PATH, or None."""
-  path = shutil.which(os.getenv("TG_PTXAS", "ptxas"))
+  path = shutil.which(TG_PTXAS.value)
   if path is None:
     return None
   out = subprocess.run([path, "--version"], capture_output=True, text=True, check=False).stdout

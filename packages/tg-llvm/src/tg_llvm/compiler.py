@@ -9,10 +9,10 @@ from __future__ import annotations
 import llvmlite.binding as llvm
 
 from tg.device import Compiler
-from tg.helpers import getenv
+from tg_llvm.plugin import LLVM_OPT
 from tg_llvm.target import compile_target_machine, toolchain_id
 
-OPT_LEVEL: int = getenv("LLVM_OPT", 3)
+OPT_LEVEL: int = LLVM_OPT.value
 
 
 class LLVMCompileError(RuntimeError):

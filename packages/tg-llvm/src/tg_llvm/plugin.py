@@ -12,10 +12,12 @@ from tg.device import Allocator, Compiler, HostAllocator
 from tg.plugins import hookimpl
 from tg.renderer import Renderer
 from tg.renderer.cpu import native_vector_bytes
+from tg.settings import Setting
 from tg_llvm.renderer import LLVMRenderer
 
 TG_PLUGIN_API_VERSION = 1
 DEVICE = "LLVM"
+LLVM_OPT = Setting("LLVM_OPT", 3, "the LLVM device's optimization level (2 compiles a little faster)", read_once="when the LLVM device opens")
 
 
 @hookimpl

@@ -34,9 +34,11 @@ from tg.codegen.tensor_core import TensorCorePlan, operand_as
 from tg.codegen.transcendental import rewrite_transcendentals
 from tg.codegen.uops import UOp, UOps
 from tg.dtype import dtypes
-from tg.helpers import DEBUG, getenv, prod, to_function_name
+from tg.helpers import DEBUG, prod, to_function_name
 from tg.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, UnaryOps
 from tg.renderer import Program, Renderer
+from tg.settings import NOOPT, VECTORIZE
+from tg.settings import TC as USE_TC
 from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import Node, sint
 
@@ -265,7 +267,7 @@ class Kernel:
     tiling output channels x columns instead of rows x columns made the kernel 6x faster); for other reductions
     vectors along the rows or down the columns (see _plain_reduce); for elementwise kernels a vector of outputs per
     iteration."""
-    if getenv("NOOPT", 0):
+    if NOOPT.value:
       return self
     if (red := self.reduceop) is not None and not any(op.op is BufferOps.LOAD for op in red.lazyops()):
       return self  # a reduce of masked constants (arange-like) loads nothing: loop collapse removes its loop
@@ -385,7 +387,7 @@ class Kernel:
     """For devices with workgroups: a matmul of the tensor core's dtypes goes to the tensor core, a reduction to few
     outputs is shared by a workgroup (GROUPTOP), a matmul-like kernel computes a 4 x 4 tile per thread, and the
     output axes are spread over workgroups of up to 128 threads."""
-    if self.renderer.tensor_cores and getenv("TC", 1) and self._try(Opt(OptOps.TC, None, 0)):
+    if self.renderer.tensor_cores and USE_TC.value and self._try(Opt(OptOps.TC, None, 0)):
       return self  # a matmul of the tensor core's dtypes: one warp per tile
     shape = self.full_shape
     globals_ = [i for i, k in enumerate(self.kinds) if k == GLOBAL and isinstance(shape[i], int)]
@@ -422,7 +424,7 @@ class Kernel:
     """The UPCAST or UNROLL axis to lower as vectors (see Lowerer): of a power-of-two size the renderer has vectors for, the
     one whose lanes times contiguous loads is the most: the widest vector that most loads read whole.
     None without one, for group reductions (their partials are scalars) and with VECTORIZE=0."""
-    if not self.renderer.vector_bytes or GROUP in self.kinds or self.tc is not None or not getenv("VECTORIZE", 1):
+    if not self.renderer.vector_bytes or GROUP in self.kinds or self.tc is not None or not VECTORIZE.value:
       return None
     best, best_score = None, 0
     reduce_free = not any(k in (REDUCE, UNROLL) for k in self.kinds)

@@ -11,14 +11,14 @@ import shutil
 import subprocess
 from typing import Any
 
-from tg.helpers import getenv
+from tg.settings import GRAPH, GRAPH_PATH
 
 _nodes: dict[int, str] = {}
 _edges: set[tuple[int, int]] = set()
 
 
 def enabled() -> bool:
-  return bool(getenv("GRAPH", 0))
+  return bool(GRAPH.value)
 
 
 def add_schedule(reads: dict[Any, set[Any]]) -> None:
@@ -33,7 +33,7 @@ def add_schedule(reads: dict[Any, set[Any]]) -> None:
 
 
 def write(path: str | None = None) -> str:
-  path = path or os.getenv("GRAPH_PATH") or "tg_graph.dot"
+  path = path or GRAPH_PATH.value
   lines = ["digraph tg {", "  node [shape=box, fontname=monospace];"]
   lines += [f'  n{k} [label="{label}"];' for k, label in _nodes.items()]
   lines += [f"  n{a} -> n{b};" for a, b in sorted(_edges)]

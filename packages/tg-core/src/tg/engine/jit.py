@@ -19,7 +19,8 @@ from typing import Any, Generic, TypeVar
 from tg.device import Buffer, Device
 from tg.engine import memory
 from tg.engine.realize import CompiledRunner, ExecItem, capturing
-from tg.helpers import DEBUG, getenv
+from tg.helpers import DEBUG
+from tg.settings import JIT, JIT_GRAPH
 from tg.shape.symbolic import Node, Variable
 
 ReturnType = TypeVar("ReturnType")
@@ -72,7 +73,7 @@ class TinyJit(Generic[ReturnType]):
       for s in t.shape:
         if isinstance(s, Node):
           var_vals.update(Node.unbind(s)[1])  # Node.unbind, not Variable.unbind: the values of all its variables
-    if self.cnt == 0 or getenv("JIT", 1) == 0:
+    if self.cnt == 0 or JIT.value == 0:
       self.cnt += 1
       self.signature = signature
       return self.fxn(*args, **kwargs)
@@ -105,7 +106,7 @@ class TinyJit(Generic[ReturnType]):
     if DEBUG >= 1:
       print(f"TinyJit captured {len(self.jit_cache)} kernels with {len(buffers)} inputs")
     devices = {ei.prg.device for ei in self.jit_cache}
-    if len(devices) == 1 and all(isinstance(ei.prg, CompiledRunner) for ei in self.jit_cache) and getenv("JIT_GRAPH", 1):
+    if len(devices) == 1 and all(isinstance(ei.prg, CompiledRunner) for ei in self.jit_cache) and JIT_GRAPH.value:
       graph_cls = Device[devices.pop()].graph
       if graph_cls is not None:
         self.graph = graph_cls(self.jit_cache, self.input_replace)

@@ -25,15 +25,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tg.device import Allocator, Buffer, Device
-from tg.helpers import DEBUG, ContextVar
+from tg.helpers import DEBUG
 from tg.ops import MetaOps
+from tg.settings import NO_MEMORY_PLANNER
 
 if TYPE_CHECKING:
   from tg.engine.realize import ExecItem
   from tg.engine.schedule import ScheduleItem
   from tg.lazy import LazyBuffer
 
-NO_MEMORY_PLANNER = ContextVar("NO_MEMORY_PLANNER", 0)
 
 # buffer -> the LazyBuffers holding it, weakly. An empty set means internal (rule 2); no entry means never planned.
 _owners: weakref.WeakKeyDictionary[Buffer, weakref.WeakSet[LazyBuffer]] = weakref.WeakKeyDictionary()

@@ -10,14 +10,14 @@ import os
 import time
 from typing import Any
 
-from tg.helpers import getenv
+from tg.settings import PROFILE, PROFILE_PATH
 
 events: list[dict[str, Any]] = []
 _start = time.perf_counter()
 
 
 def enabled() -> bool:
-  return bool(getenv("PROFILE", 0))
+  return bool(PROFILE.value)
 
 
 def record(name: str, device: str, start: float, duration: float, args: dict[str, Any] | None = None) -> None:
@@ -29,7 +29,7 @@ def record(name: str, device: str, start: float, duration: float, args: dict[str
 
 
 def write(path: str | None = None) -> str:
-  path = path or os.getenv("PROFILE_PATH") or "tg_profile.json"
+  path = path or PROFILE_PATH.value
   with open(path, "w") as f:
     json.dump({"traceEvents": events, "displayTimeUnit": "us"}, f)
   print(f"PROFILE: wrote {len(events)} events to {os.path.abspath(path)}")

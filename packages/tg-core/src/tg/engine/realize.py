@@ -16,9 +16,10 @@ from tg.codegen.kernel import Kernel
 from tg.device import Buffer, Device
 from tg.engine import memory, profile
 from tg.engine.schedule import ScheduleItem
-from tg.helpers import DEBUG, GlobalCounters, colored, getenv
+from tg.helpers import DEBUG, GlobalCounters, colored
 from tg.ops import LazyOp, MetaOps
 from tg.renderer import Program
+from tg.settings import BEAM
 from tg.shape.symbolic import Variable, sint, sym_infer
 
 
@@ -82,7 +83,7 @@ def get_runner(device: str, ast: LazyOp, bufs: list[Buffer] | None = None, var_v
     if DEBUG >= 3:
       print(ast)
     k = Kernel(ast, renderer)
-    if (beam := getenv("BEAM", 0)) >= 1 and bufs is not None:
+    if (beam := BEAM.value) >= 1 and bufs is not None:
       from tg.engine.search import beam_search
       k = beam_search(k, bufs, beam, var_vals)
     else:

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 
 from tg.device import Buffer
 from tg.engine import graphviz, memory, schedule_cache
-from tg.helpers import getenv, prod
+from tg.helpers import prod
 from tg.lazy import LazyBuffer
 from tg.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, TernaryOps, UnaryOps
+from tg.settings import FUSE_REDUCE, NEST_REDUCE
 from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import Variable
 
@@ -112,7 +113,7 @@ def _needs_realize(outs: list[LazyBuffer]) -> tuple[list[LazyBuffer], dict[LazyB
   # a reduction gets its own buffer, unless its one consumer is an elementwise op of the reduction's shape
   # that has a kernel anyway: then that kernel computes the reduction and the op in one (e.g. conv + bias + relu)
   for b in [b for b in visited if isinstance(b.op, ReduceOps)]:
-    if b in realize or not getenv("FUSE_REDUCE", 1) or (k := _fusion_target(b, children, realize)) is None or k in fused:
+    if b in realize or not FUSE_REDUCE.value or (k := _fusion_target(b, children, realize)) is None or k in fused:
       realize[b] = None
     else:
       fused[k] = b
@@ -131,7 +132,7 @@ def _nest_reductions(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, La
   of exp(x - max), a variance's sum of (x - mean)^2), the outer kernel computes the inner one first, in loops of
   its own, and stores it as a second output: one kernel instead of two. The inner one may be a reduction followed
   by elementwise ops of its shape (mean = sum * 1/n). One level deep: an outer is not nested, an inner nests nothing."""
-  if not getenv("NEST_REDUCE", 1) or any(b.op is MetaOps.ASSIGN for b in realize):
+  if not NEST_REDUCE.value or any(b.op is MetaOps.ASSIGN for b in realize):
     # an in-place write orders every reader of the old value before it, an order the data edges below don't
     # show: kernels merged across it could need to run both before and after it
     return {}
@@ -409,4 +410,3 @@ def _order(items: dict[LazyBuffer, ScheduleItem], reads: dict[LazyBuffer, set[La
   for b in items:
     _visit_deps(b, set(), deps, rank, done)
   return [items[b] for b in done]
-

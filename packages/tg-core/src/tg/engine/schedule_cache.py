@@ -20,12 +20,11 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tg.helpers import ContextVar, getenv
 from tg.lazy import LazyBuffer
 from tg.ops import LazyOp
+from tg.settings import FUSE_REDUCE, NEST_REDUCE, SCHEDULE_CACHE
 from tg.shape.symbolic import Node
 
-SCHEDULE_CACHE = ContextVar("SCHEDULE_CACHE", 1)
 MAX_PLANS = 4096  # distinct structures kept (the oldest goes first): a model has a few per step
 
 
@@ -76,7 +75,7 @@ def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] |
   if not all(o.st.concrete for o in outs):
     return None
   # the scheduler's switches are part of the key: a plan made under one doesn't hold under another
-  config = (getenv("FUSE_REDUCE", 1), getenv("NEST_REDUCE", 1))
+  config = (FUSE_REDUCE.value, NEST_REDUCE.value)
   return (tuple(parts), tuple((number[o.base], o.st) for o in outs), config), nodes
 
 

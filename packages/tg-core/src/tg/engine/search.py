@@ -12,7 +12,8 @@ from tg.codegen.kernel import Kernel, KernelOptError, Opt, OptOps
 from tg.codegen.lowerer import GLOBAL, REDUCE
 from tg.device import Buffer, Compiler, Device
 from tg.diskcache import diskcache_get, diskcache_put
-from tg.helpers import DEBUG, getenv
+from tg.helpers import DEBUG
+from tg.settings import BEAM_WORKERS
 from tg.shape.symbolic import Variable
 
 ACTIONS = [Opt(op, axis, amt) for axis in range(8) for amt in (2, 3, 4, 8) for op in (OptOps.UPCAST, OptOps.UNROLL)] + \
@@ -73,7 +74,7 @@ def beam_search(k: Kernel, bufs: list[Buffer], amt: int, var_vals: dict[Variable
   assert dev.compiler is not None
   # time on a scratch output: the real output (maybe also an input, for in-place writes) keeps its data
   scratch = [Buffer(bufs[0].device, bufs[0].size, bufs[0].dtype).ensure_allocated()] + [b.ensure_allocated() for b in bufs[1:]]
-  workers = getenv("BEAM_WORKERS", multiprocessing.cpu_count())
+  workers = BEAM_WORKERS.value
   ctx = multiprocessing.get_context("fork")
   beam: list[tuple[Kernel, float]] = []
   with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:

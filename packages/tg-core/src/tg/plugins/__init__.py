@@ -8,8 +8,8 @@ device is asked for.
 """
 from __future__ import annotations
 
+import difflib
 import importlib
-import os
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
@@ -18,6 +18,7 @@ from typing import Any
 import pluggy
 
 from tg.plugins import hookspecs
+from tg.settings import TG_PLUGINS
 
 PLUGIN_API_VERSION = 1
 hookimpl = pluggy.HookimplMarker("tg")
@@ -44,10 +45,21 @@ _errors: dict[str, str] = {}
 
 def _entry_points() -> dict[str, EntryPoint]:
   eps = {ep.name.upper(): ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-  if (only := os.getenv("TG_PLUGINS")):
-    allowed = {x.strip().upper() for x in only.split(",")}
+  if (only := TG_PLUGINS.value):
+    allowed = {x.strip().upper() for x in only.split(",") if x.strip()}
+    if (unknown := sorted(allowed - set(eps))):
+      raise PluginError(f"TG_PLUGINS={only} names {_unknown_names(unknown, list(eps))}, which no installed package provides. "
+                        f"Installed devices: {', '.join(sorted(eps)) or 'none'}.")
     eps = {k: v for k, v in eps.items() if k in allowed}
   return eps
+
+
+def _unknown_names(unknown: list[str], known: list[str]) -> str:
+  out = []
+  for name in unknown:
+    close = difflib.get_close_matches(name, known, n=1)
+    out.append(f"{name} (did you mean {close[0]}?)" if close else name)
+  return ", ".join(out)
 
 
 def installed_devices() -> list[InstalledDevice]:
@@ -73,7 +85,7 @@ def load_plugin(device: str) -> ModuleType:
   eps = _entry_points()
   if device not in eps:
     names = ", ".join(sorted(eps)) or "none"
-    hint = " (it is excluded by TG_PLUGINS)" if os.getenv("TG_PLUGINS") else ""
+    hint = f" (it is excluded by TG_PLUGINS={TG_PLUGINS.value})" if TG_PLUGINS.value else ""
     raise PluginError(f"device {device} is not installed{hint}: install it with `pip install {package_for(device)}`. "
                       f"Installed devices: {names}.")
   ep = eps[device]
@@ -93,6 +105,17 @@ def load_plugin(device: str) -> ModuleType:
     raise PluginError(msg) from e
   _loaded[device] = module
   return module
+
+
+def load_all_plugins() -> dict[str, str]:
+  """Load every installed device's plugin (declaring its settings, see tg.settings); the errors of those that failed, by device."""
+  failed = {}
+  for name in sorted(_entry_points()):
+    try:
+      load_plugin(name)
+    except PluginError as e:  # a broken plugin breaks only its own device
+      failed[name] = str(e)
+  return failed
 
 
 def hook(name: str, device: str) -> Any:

@@ -10,10 +10,9 @@ from __future__ import annotations
 import functools
 
 from tg.codegen.uops import UOp, UOps
-from tg.helpers import getenv, prod
+from tg.helpers import prod
+from tg.settings import CPU_THREAD_MIN_WORK, CPU_VECTOR_BYTES
 
-# a kernel is split from this many loop-body instructions on: below it, waking threads costs more than it saves
-THREAD_MIN_WORK: int = getenv("CPU_THREAD_MIN_WORK", 2_000_000)
 START, END = "tg_start", "tg_end"  # the names of the two extra arguments of a split kernel
 
 
@@ -26,7 +25,7 @@ def loop_to_split(uops: list[UOp]) -> UOp | None:
   """The outermost output loop of the linear program `uops` when the kernel is worth splitting across threads, else None.
 
   Only kernels whose loops all have constant ends are split (their work is known when rendering), the split loop
-  starts at 0 (the runtime divides [0, outer)), and only from THREAD_MIN_WORK loop-body instructions (iterations
+  starts at 0 (the runtime divides [0, outer)), and only from CPU_THREAD_MIN_WORK loop-body instructions (iterations
   times the ALU/LOAD/STORE count of the body, each vector op counted once per lane) on."""
   ranges = [u for u in uops if u.op is UOps.RANGE]
   outer = [u for u in ranges if not u.arg[1]]
@@ -37,14 +36,14 @@ def loop_to_split(uops: list[UOp]) -> UOp | None:
     return None
   # a vector op counts once per lane: the threshold is about the work, which vectors don't change
   body = sum((u.src[2] if u.op is UOps.STORE else u).count for u in uops if u.op in (UOps.ALU, UOps.LOAD, UOps.STORE))
-  return first if prod(u.src[1].arg for u in ranges) * body >= THREAD_MIN_WORK else None
+  return first if prod(u.src[1].arg for u in ranges) * body >= CPU_THREAD_MIN_WORK.value else None
 
 
 @functools.cache
 def native_vector_bytes() -> int:
   """The width of the host CPU's vector registers in bytes (AVX-512: 64, AVX: 32, else SSE/NEON's 16), from
   /proc/cpuinfo's flags; `CPU_VECTOR_BYTES` overrides it (0 turns vectors off)."""
-  if (forced := getenv("CPU_VECTOR_BYTES", -1)) >= 0:
+  if (forced := CPU_VECTOR_BYTES.value) >= 0:
     return forced
   try:
     with open("/proc/cpuinfo") as f:

@@ -15,9 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from tg.helpers import getenv
-
-CPU_THREADS: int = getenv("CPU_THREADS", os.cpu_count() or 1)
+from tg.settings import CPU_THREADS
 
 
 class _Worker:
@@ -81,7 +79,7 @@ def slices(outer: int, n: int) -> list[tuple[int, int]]:
 
 def run_split(fxn: Callable[[int, int], Any], outer: int) -> None:
   """Call fxn(start, end) once per slice of [0, outer), one slice per thread, and wait for all of them."""
-  parts = slices(outer, max(1, min(CPU_THREADS, outer)))
+  parts = slices(outer, max(1, min(CPU_THREADS.value, outer)))
   if len(parts) == 1:
     fxn(*parts[0])
     return

@@ -15,10 +15,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-  import os
-
   from tg.device import Device
-  name = config.getoption("--tg-device") or os.getenv("DEVICE") or "PYTHON"
+  from tg.settings import DEVICE
+  name = config.getoption("--tg-device") or DEVICE.value or "PYTHON"
   Device.DEFAULT = name
   Device[Device.DEFAULT]  # open it now so a missing or broken device fails once, clearly
 

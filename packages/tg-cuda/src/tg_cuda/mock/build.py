@@ -12,6 +12,9 @@ import shutil
 import subprocess
 import tempfile
 
+from tg.settings import Setting
+
+TG_CUDA_MOCK_CXX = Setting("TG_CUDA_MOCK_CXX", "", "the C++ compiler `CUDA_MOCK=1` builds kernels with (unset: g++, else clang++, else c++)")
 MOCK_DIR = os.path.dirname(os.path.abspath(__file__))
 SHIM = os.path.join(MOCK_DIR, "tg_cuda_mock.h")
 INCLUDE_DIR = os.path.join(os.path.dirname(MOCK_DIR), "include")
@@ -33,7 +36,7 @@ class MockBuildError(RuntimeError):
 @functools.cache
 def host_cxx() -> str | None:
   """The C++ compiler mock kernels are built with, or None."""
-  for cxx in ([os.environ["TG_CUDA_MOCK_CXX"]] if os.getenv("TG_CUDA_MOCK_CXX") else ["g++", "clang++", "c++"]):
+  for cxx in ([TG_CUDA_MOCK_CXX.value] if TG_CUDA_MOCK_CXX.value else ["g++", "clang++", "c++"]):
     if (path := shutil.which(cxx)) is not None:
       return path
   return None
