@@ -14,7 +14,6 @@ from tg.helpers import DEBUG, GlobalCounters, getenv
 from tg.plugins import PluginError, hook, installed_devices, load_plugin
 from tg.renderer import Renderer
 from tg.settings import DEVICE, DISABLE_COMPILER_CACHE, LRU
-from tg.settings import DEVICE, DISABLE_COMPILER_CACHE, LRU
 
 if TYPE_CHECKING:
   from tg.engine.pending import PendingWork
@@ -147,7 +146,6 @@ class _Device:
   def __init__(self) -> None:
     self._opened: dict[str, Compiled] = {}
     self._default: str | None = None
-    self._default_reason = ""
     self._default_reason = ""
 
   @staticmethod
