@@ -1,0 +1,225 @@
+"""Fuzzing the kernel optimizer (hypothesis): random opt sequences never change what a kernel computes.
+
+A random small graph (elementwise with broadcasts, reductions over random axes of views that are flipped, padded,
+shrunk or permuted, matmul-like sums, int reductions, half matmuls for the tensor core) is scheduled; its last kernel
+runs unoptimized and then with a random sequence of opts (any op, any axis, any amount, valid or not). Each opt
+either applies or raises KernelOptError, leaving the kernel as it was; the optimized kernel's numbers equal the
+unoptimized kernel's and numpy's.
+
+CI runs a bounded number of examples, derandomized when $CI is set. The larger run (examples per test):
+  TG_FUZZ_EXAMPLES=2000 CACHEDB=/tmp/fuzz.db python -m pytest packages/tg-core/tests/reliability/test_fuzz_kernel_opts.py \\
+    --tg-device CLANG -x -q
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from tg import Device, Tensor, dtypes
+from tg.codegen.kernel import Kernel, KernelOptError, Opt, OptOps
+from tg.engine.realize import CompiledRunner
+from tg.engine.schedule import create_schedule
+
+EXAMPLES = int(os.getenv("TG_FUZZ_EXAMPLES", "0")) or (25 if Device.DEFAULT == "PYTHON" else 60)
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=bool(os.getenv("CI")), database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SIZES = st.integers(1, 17)
+ALL_OPS = [OptOps.UPCAST, OptOps.UNROLL, OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.PADTO, OptOps.BLOCK, OptOps.NOLOCALS,
+           OptOps.TC]
+
+
+@dataclass(frozen=True)
+class Case:
+  """A graph to build: `kind` picks the builder, `shape` and `params` its sizes and choices, `seed` the data."""
+  kind: str
+  shape: tuple[int, ...]
+  params: tuple[int, ...]
+  seed: int
+
+  def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(self.seed)
+    a = rng.standard_normal(self.shape).astype(np.float32)
+    b = rng.standard_normal(self.other_shape()).astype(np.float32)
+    if self.kind == "int":
+      a, b = (rng.integers(-9, 10, x.shape).astype(np.int32) for x in (a, b))
+    if self.kind == "tc":
+      a, b = a.astype(np.float16), b.astype(np.float16)
+    return a, b
+
+  def other_shape(self) -> tuple[int, ...]:
+    if self.kind in ("matmul", "tc"):
+      return (self.shape[-1], self.params[0])
+    # a broadcast of the first: the axes in params' mask have size 1
+    return tuple(1 if self.params[0] >> i & 1 else s for i, s in enumerate(self.shape))
+
+
+def _view(x, how: int):  # type: ignore[no-untyped-def]
+  """The same movement on a Tensor or an ndarray: none, flip, pad then shrink, shrink, permute (reversed axes)."""
+  is_np = isinstance(x, np.ndarray)
+  if how == 1:
+    return np.flip(x, 0) if is_np else x.flip(0)
+  if how == 2:  # pad by one on both sides of axis 0, then keep all but the first row: a masked view
+    pads = [(1, 1)] + [(0, 0)] * (x.ndim - 1)
+    y = np.pad(x, pads) if is_np else x.pad(pads)
+    return y[1:] if is_np else y.shrink([(1, y.shape[0])] + [None] * (x.ndim - 1))
+  if how == 3 and x.shape[-1] > 1:
+    return x[..., 1:] if is_np else x.shrink([None] * (x.ndim - 1) + [(1, x.shape[-1])])
+  if how == 4:
+    order = tuple(reversed(range(x.ndim)))
+    return np.transpose(x, order) if is_np else x.permute(order)
+  return x
+
+
+def _broadcasts(small: tuple[int, ...], big: tuple[int, ...]) -> bool:
+  return len(small) == len(big) and all(s in (1, t) for s, t in zip(small, big))
+
+
+def _graph(case: Case, a, b):  # type: ignore[no-untyped-def]
+  """The case's graph on a and b, Tensors or ndarrays alike."""
+  is_np = isinstance(a, np.ndarray)
+  p = case.params
+  if case.kind in ("matmul", "tc"):
+    return a @ b
+  if case.kind == "elementwise":
+    x = _view(a, p[1])
+    y = b if _broadcasts(b.shape, x.shape) else 0.5
+    z = [x + y, x * y, np.maximum(x, y) if is_np else x.maximum(y), np.where(x < y, x, y * 2) if is_np else (x < y).where(x, y * 2)][p[2] % 4]
+    return z * 2 + 1
+  # reductions ("reduce", "int"): sum or max of a (view of) a times b over the axes in mask p[3], keepdim p[4]
+  x = _view(a, p[1])
+  z = x * (b if _broadcasts(b.shape, x.shape) else 0.5) if p[2] % 2 else x + 1
+  axes = tuple(i for i in range(z.ndim) if p[3] >> i & 1) or (z.ndim - 1,)
+  r = (z.max(axis=axes, keepdims=bool(p[4])) if is_np else z.max(axes, keepdim=bool(p[4]))) if p[2] >= 2 else \
+      (z.sum(axis=axes, keepdims=bool(p[4])) if is_np else z.sum(axes, keepdim=bool(p[4])))
+  return r + 1
+
+
+@st.composite
+def cases(draw: Callable) -> Case:  # type: ignore[type-arg]
+  kind = draw(st.sampled_from(["elementwise", "reduce", "reduce", "matmul", "int", "tc"]))
+  seed = draw(st.integers(0, 2**16))
+  if kind == "tc":  # sizes the tensor core tile (16 x 8 x 16) divides, small enough for the PYTHON emulator
+    m, k, n = draw(st.sampled_from([16, 32])), draw(st.sampled_from([16, 32])), draw(st.sampled_from([8, 16]))
+    return Case(kind, (m, k), (n,), seed)
+  if kind == "matmul":
+    return Case(kind, (draw(SIZES), draw(SIZES)), (draw(SIZES),), seed)
+  shape = tuple(draw(st.lists(SIZES, min_size=1, max_size=3)))
+  return Case(kind, shape, (draw(st.integers(0, 7)), draw(st.integers(0, 4)), draw(st.integers(0, 3)), draw(st.integers(0, 7)),
+                            draw(st.integers(0, 1))), seed)
+
+
+# an opt: its op, its axis (None for TC and NOLOCALS as the optimizer writes them; often out of range), its amount
+AMOUNTS = st.sampled_from([0, 0, 1, 2, 2, 3, 4, 5, 8, 16, -2])
+opts_strategy = st.lists(st.tuples(st.sampled_from(ALL_OPS), st.one_of(st.none(), st.integers(-1, 9)), AMOUNTS), min_size=1, max_size=6)
+
+
+def _schedule(case: Case):  # type: ignore[no-untyped-def]
+  a, b = case.arrays()
+  out = _graph(case, Tensor(a), Tensor(b))
+  ref = np.asarray(_graph(case, a.astype(np.float32) if case.kind == "tc" else a, b.astype(np.float32) if case.kind == "tc" else b))
+  sched = create_schedule([out.lazydata])
+  for si in sched[:-1]:  # the kernels before the last one (if any) run unoptimized
+    CompiledRunner(Kernel(si.ast, Device[Device.DEFAULT].renderer).to_program())([b.ensure_allocated() for b in si.bufs], {})
+  return sched[-1], ref
+
+
+def _run(k: Kernel, bufs) -> np.ndarray:  # type: ignore[no-untyped-def]
+  CompiledRunner(k.to_program())([b.ensure_allocated() for b in bufs], {})
+  out = bufs[0]
+  return np.frombuffer(out.as_buffer(), dtype=out.dtype.np).copy()
+
+
+def _state(k: Kernel) -> tuple:  # type: ignore[type-arg]
+  return k.ast, k.kinds, tuple(k.applied_opts), k.tc
+
+
+def _unoptimized(case: Case):  # type: ignore[no-untyped-def]
+  """The last kernel's schedule item and its unoptimized output, checked against numpy."""
+  si, ref = _schedule(case)
+  base = _run(Kernel(si.ast, Device[Device.DEFAULT].renderer), si.bufs)
+  tol = 2e-2 if case.kind == "tc" else 1e-4
+  np.testing.assert_allclose(base, ref.reshape(-1), rtol=tol, atol=tol, err_msg=f"{case}: the unoptimized kernel against numpy")
+  return si, base
+
+
+def check_case(case: Case, raw_opts: list[tuple[OptOps, int | None, int]]) -> list[Opt]:
+  si, base = _unoptimized(case)
+  renderer = Device[Device.DEFAULT].renderer
+  k = Kernel(si.ast, renderer)
+  for op, axis, amt in raw_opts:
+    if op is OptOps.TC:  # TC names no axis; amt picks the tensor core
+      opt = Opt(op, None, max(amt, 0) % 2)
+    else:
+      opt = Opt(op, axis, amt)
+    before = _state(k)
+    try:
+      k.apply_opt(opt)
+    except KernelOptError:
+      assert _state(k) == before, f"a rejected {opt} changed the kernel"
+  got = _run(k, si.bufs)
+  np.testing.assert_allclose(got, base, rtol=1e-5 if case.kind != "tc" else 2e-2, atol=1e-5 if case.kind != "tc" else 2e-2,
+                             err_msg=f"{case} {k.applied_opts}")
+  # replaying the applied opts on a fresh kernel gives the same kernel
+  assert _state(Kernel(si.ast, renderer).apply_opts(list(k.applied_opts))) == _state(k)
+  return k.applied_opts
+
+
+@SETTINGS
+@given(cases(), opts_strategy)
+def test_random_opts_match_unoptimized(case: Case, raw_opts: list[tuple[OptOps, int | None, int]]) -> None:
+  check_case(case, raw_opts)
+
+
+def _valid_next(k: Kernel) -> list[Opt]:
+  out = []
+  for axis in range(len(k.full_shape)):
+    for op in (OptOps.UPCAST, OptOps.UNROLL, OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.PADTO, OptOps.BLOCK):
+      for amt in (0, 2, 3, 4, 5, 8, 16):
+        o = Opt(op, axis, amt)
+        c = k.copy()
+        try:
+          c.apply_opt(o)
+        except KernelOptError:
+          continue
+        if op is not OptOps.PADTO or c.full_shape != k.full_shape:  # a PADTO that pads nothing is left out
+          out.append(o)
+  for o in (Opt(OptOps.TC, None, 0), Opt(OptOps.NOLOCALS)):
+    try:
+      k.copy().apply_opt(o)
+      out.append(o)
+    except KernelOptError:
+      pass
+  return out
+
+
+@SETTINGS
+@given(cases(), st.lists(st.integers(0, 10**6), min_size=1, max_size=5))
+def test_valid_opt_sequences_match_unoptimized(case: Case, picks: list[int]) -> None:
+  """Unlike random opts, which are mostly rejected, each step here picks one of the opts valid at that point."""
+  si, base = _unoptimized(case)
+  k = Kernel(si.ast, Device[Device.DEFAULT].renderer)
+  for p in picks:
+    if not (valid := _valid_next(k)):
+      break
+    k.apply_opt(valid[p % len(valid)])
+  tol = 2e-2 if case.kind == "tc" else 1e-5
+  np.testing.assert_allclose(_run(k, si.bufs), base, rtol=tol, atol=tol, err_msg=f"{case} {k.applied_opts}")
+
+
+def test_fuzzer_reaches_every_opt() -> None:
+  """The strategies can produce kernels on which each op applies (a guard against a fuzzer that tests nothing)."""
+  renderer = Device[Device.DEFAULT].renderer
+  seen: set[OptOps] = set()
+  for case in [Case("reduce", (8, 6), (0, 0, 0, 2, 0), 0), Case("matmul", (16, 16), (8,), 0), Case("tc", (16, 16), (8,), 0)]:
+    si, _ = _schedule(case)
+    seen |= {o.op for o in _valid_next(Kernel(si.ast, renderer))}
+  want = {OptOps.UPCAST, OptOps.UNROLL, OptOps.PADTO, OptOps.NOLOCALS}
+  want |= {OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP} if renderer.has_local and renderer.global_ids else {OptOps.BLOCK}
+  want |= {OptOps.TC} if renderer.tensor_cores and renderer.has_local else set()
+  assert want <= seen, want - seen
