@@ -1,6 +1,7 @@
 """BEAM search over kernel optimizations (`BEAM=n`): try actions, time each candidate on the device,
 keep the n fastest, repeat until nothing gets faster. Candidates compile in parallel processes; the
-choice is cached on disk, keyed by the kernel's AST and the device, so a second run searches nothing.
+choice is cached on disk, keyed by a digest of the kernel's AST, the device, its renderer's settings and its
+compiler (`beam_key`), the same in every process, so a second run searches nothing.
 """
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import time
 from tg.codegen.kernel import Kernel, KernelOptError, Opt, OptOps
 from tg.codegen.lowerer import GLOBAL, REDUCE
 from tg.device import Buffer, Compiler, Device
-from tg.diskcache import diskcache_get, diskcache_put
+from tg.diskcache import diskcache_get, diskcache_put, stable_key
 from tg.helpers import DEBUG
+from tg.renderer import Renderer
 from tg.settings import BEAM_WORKERS
 from tg.shape.symbolic import Variable
 
@@ -65,11 +67,35 @@ def _time(k: Kernel, lib: bytes, bufs: list[Buffer], var_vals: dict[Variable, in
   return best
 
 
+def _renderer_options(r: Renderer) -> tuple[tuple[str, str], ...]:
+  """The renderer's settings (its public data attributes), each as a stable digest: what opts turn into depends on them."""
+  out = []
+  for name in sorted(dir(r)):
+    if name.startswith("_") or callable(value := getattr(r, name, None)):
+      continue
+    try:
+      out.append((name, stable_key(value)))
+    except TypeError:  # e.g. a table of functions: the renderer's class names that behaviour
+      continue
+  return tuple(out)
+
+
+def beam_key(k: Kernel, device: str, amt: int) -> str:
+  """The disk cache key of BEAM's choice for `k`: a digest of a canonical text of everything the choice depends on.
+  Not a pickle of the AST, whose cached hashes (and enum hashes under PYTHONHASHSEED) differ in every process."""
+  compiler = Device[device].compiler
+  renderer = f"{type(k.renderer).__module__}.{type(k.renderer).__qualname__}"
+  return stable_key((k.ast, device, renderer, _renderer_options(k.renderer), compiler.cachekey if compiler is not None else None, amt))
+
+
 def beam_search(k: Kernel, bufs: list[Buffer], amt: int, var_vals: dict[Variable, int] | None = None) -> Kernel:
   var_vals = var_vals or {}
-  key = (k.ast, k.renderer.device, amt)
+  key = beam_key(k, bufs[0].device, amt)
   if (cached := diskcache_get("beam_search", key)) is not None:
-    return k.copy().apply_opts(cached)
+    try:
+      return k.copy().apply_opts(cached)
+    except Exception:  # a choice stored by another version of the optimizer that no longer applies: search again
+      pass
   dev = Device[bufs[0].device]
   assert dev.compiler is not None
   # time on a scratch output: the real output (maybe also an input, for in-place writes) keeps its data
