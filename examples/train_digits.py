@@ -1,10 +1,11 @@
 """Train a small CNN on scikit-learn's bundled 8x8 digits (no download), then save and reload it.
 
-  python examples/train_digits.py                 # on the default device (CLANG when tg-clang is installed)
+  python examples/train_digits.py                 # on the default device: the best usable one, printed first
   python examples/train_digits.py --steps 100     # quicker
   DEVICE=PYTHON python examples/train_digits.py --steps 5
 
-Every step goes through tg's whole pipeline: lazy graph -> scheduled kernels -> rendered C -> clang.
+Every step goes through tg's whole pipeline: lazy graph -> scheduled kernels -> rendered source (LLVM IR on LLVM, C on CLANG)
+-> compiled -> run.
 """
 from __future__ import annotations
 
@@ -62,7 +63,8 @@ def main() -> None:
   model = DigitsCNN()
   opt = Adam(get_parameters(model), lr=args.lr)
   rng = np.random.default_rng(0)
-  print(f"training a small CNN on {len(X_train)} digits on device {Device.DEFAULT}")
+  print(f"device: {Device.describe_default()}")  # which device runs, and why that one
+  print(f"training a small CNN on {len(X_train)} digits")
   st = time.perf_counter()
   with Tensor.train():
     for step in (bar := trange(1, args.steps + 1)):

@@ -1,9 +1,10 @@
 """Train a small MLP on scikit-learn's bundled 8x8 digits (no download) and print the loss falling.
 
-  python examples/train_mlp.py            # on the default device (CLANG when tg-clang is installed)
+  python examples/train_mlp.py            # on the default device: the best usable one, printed first
   DEVICE=PYTHON python examples/train_mlp.py --steps 20
 
-Every step goes through tg's whole pipeline: lazy graph -> scheduled kernels -> rendered C -> clang.
+Every step goes through tg's whole pipeline: lazy graph -> scheduled kernels -> rendered source (LLVM IR on LLVM, C on CLANG)
+-> compiled -> run.
 """
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def main() -> None:
   model = MLP(64, 128, 10)
   opt = Adam(get_parameters(model), lr=args.lr)
   rng = np.random.default_rng(0)
-  print(f"training a 64-128-10 MLP on {len(X_train)} digits on device {Device.DEFAULT}")
+  print(f"device: {Device.describe_default()}")  # which device runs, and why that one
+  print(f"training a 64-128-10 MLP on {len(X_train)} digits")
   st = time.perf_counter()
   for step in range(1, args.steps + 1):
     idx = rng.integers(0, len(X_train), args.batch)
