@@ -74,9 +74,22 @@ class LazyBuffer:
       self.op, self.arg, self.srcs = op, arg, srcs
       # an ASSIGN writes into the buffer of its target; everything else gets a buffer of its own
       self.buffer: Buffer = srcs[1].base.buffer if op is MetaOps.ASSIGN else Buffer(device, _max_size(st.shape), dtype)
+      self.buffer.lb_refcount += 1
       self.forced_realize = op in (MetaOps.EMPTY, MetaOps.CONTIGUOUS, MetaOps.COPY, MetaOps.ASSIGN)
     else:
       assert base.base is base, "a view's base must be a base"
+
+  def __del__(self) -> None:
+    # a base owns its buffer (Buffer.lb_refcount) until it goes; a view owns it through its base
+    if self._base is None and (buf := getattr(self, "buffer", None)) is not None:
+      buf.lb_refcount -= 1
+
+  def set_buffer(self, buf: Buffer) -> None:
+    """Make this base the owner of `buf` instead of its current buffer."""
+    assert self._base is None, "only a base owns a buffer"
+    buf.lb_refcount += 1
+    self.buffer.lb_refcount -= 1
+    self.buffer = buf
 
   def __repr__(self) -> str:
     if self._base is not None:
@@ -89,9 +102,10 @@ class LazyBuffer:
 
   @property
   def realized(self) -> Buffer | None:
-    # a base's op becomes None once its buffer holds its value (after its kernel ran, or data copied in)
+    # a base's op becomes None once a schedule owns its computation (or data was copied in); its buffer holds the
+    # value once no scheduled work is left to write it (engine/pending.py): until then it is still to compute
     b = self.base
-    return b.buffer if b.op is None else None
+    return b.buffer if b.op is None and b.buffer.pending is None else None
 
   # ---------- creation ----------
   @staticmethod
@@ -103,7 +117,8 @@ class LazyBuffer:
   def from_buffer(buf: Buffer, shape: tuple[sint, ...]) -> LazyBuffer:
     """A realized LazyBuffer holding `buf` (e.g. data copied in from the host)."""
     ret = LazyBuffer(buf.device, ShapeTracker.from_shape(shape), buf.dtype, MetaOps.EMPTY)
-    ret.buffer, ret.op = buf, None
+    ret.set_buffer(buf)
+    ret.op = None
     return ret
 
   def const(self, val: ConstType, shape: tuple[sint, ...] | None = None) -> LazyBuffer:

@@ -5,9 +5,11 @@ and may share memory, only when all of these hold; anything in doubt is left alo
 data corruption:
   1. a schedule computed it (`track` records it as its ScheduleItem is made): it is not host data copied in, not a
      view into another buffer's memory, and never the target of an in-place assign (that is state, it outlives runs);
-  2. no LazyBuffer that owns it is alive, so no Tensor, view, autograd context or unrealized graph can read it later.
+  2. no LazyBuffer owns it (Buffer.lb_refcount, counted by the lazy graph: a base adds itself as it is made and
+     removes itself as it goes), so no Tensor, view, autograd context or unrealized graph can read it later.
      create_schedule drops the graph it schedules, so once it returns only what someone still holds stays alive;
-     this is also what keeps the outputs of a realize and a TinyJit's return values out;
+     this is also what keeps the outputs of a realize and a TinyJit's return values out. The count can only be too
+     high (a LazyBuffer in a reference cycle counts until a gc pass frees it), which costs a reuse, never data;
   3. it is on a device that runs kernels (a storage device's memory is a file), and not a TinyJit input;
   4. the run writes it before it reads it (its first use is as an item's output; in a schedule it holds no data yet).
 Its lifetime is [item that first writes it, item that last reads it]. Internal buffers of the same device whose
@@ -20,7 +22,6 @@ NO_MEMORY_PLANNER=1 (or `Context(NO_MEMORY_PLANNER=1)`) turns it off, to rule it
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,26 +36,22 @@ if TYPE_CHECKING:
   from tg.lazy import LazyBuffer
 
 
-# buffer -> the LazyBuffers holding it, weakly. An empty set means internal (rule 2); no entry means never planned.
-_owners: weakref.WeakKeyDictionary[Buffer, weakref.WeakSet[LazyBuffer]] = weakref.WeakKeyDictionary()
-
 
 def track(lb: LazyBuffer) -> None:
-  """Record the buffer of a base a schedule computes (called before the schedule drops the base's graph)."""
+  """Record the buffer of a base a schedule computes (rule 1)."""
   if lb.op is MetaOps.ASSIGN:
-    _owners.pop(lb.buffer, None)  # written in place: the kernel reads the old value, so the bytes must stay its own
-  else:
-    _owners.setdefault(lb.buffer, weakref.WeakSet()).add(lb)
+    lb.buffer.plannable = False  # written in place: the kernel reads the old value, so the bytes must stay its own
+  elif lb.buffer.plannable is None:
+    lb.buffer.plannable = True
 
 
 def is_internal(buf: Buffer) -> bool:
   """Whether nothing outside the run that uses `buf` can read it afterwards (rules 1-3, without TinyJit inputs)."""
-  owners = _owners.get(buf)
-  return owners is not None and len(owners) == 0 and Device[buf.device].renderer is not None
+  return buf.plannable is True and buf.lb_refcount == 0 and Device[buf.device].renderer is not None
 
 
 def _planned(buf: Buffer) -> Buffer:
-  _owners[buf] = weakref.WeakSet()  # nothing but ScheduleItems and ExecItems ever holds what the planner makes
+  buf.plannable = True  # nothing but ScheduleItems and ExecItems ever holds what the planner makes
   return buf
 
 

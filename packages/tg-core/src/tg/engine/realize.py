@@ -1,8 +1,9 @@
 """Running a schedule: each ScheduleItem becomes an ExecItem (a runner plus its buffers) and runs.
 
-Kernels are compiled once per (device, AST): `method_cache` keeps the loaded program, and the
-device's Compiler keeps compiled bytes on disk across processes. Before a schedule runs, the memory planner
-(memory.py) lets its intermediate buffers share memory.
+Kernels are compiled once per (device, AST): `method_cache` keeps the loaded program, and the device's Compiler
+keeps compiled bytes on disk across processes. Before a schedule runs, the memory planner (memory.py) lets its
+intermediate buffers share memory. A buffer holds its value only once the kernel that writes it ran (pending.py): a
+failure part way leaves the rest of the schedule to do, not garbage that looks computed.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from tg.codegen.kernel import Kernel
 from tg.device import Buffer, Device
-from tg.engine import memory, profile
+from tg.engine import memory, pending, profile
 from tg.engine.schedule import ScheduleItem
 from tg.helpers import DEBUG, GlobalCounters, colored
 from tg.ops import LazyOp, MetaOps
@@ -144,12 +145,23 @@ def capturing() -> Iterator[list[tuple[ExecItem, dict[Variable, int]]]]:
     _capture_stack.pop()
 
 
+def run_schedule_item(si: ScheduleItem) -> None:
+  lower_schedule_item(si).run(si.var_vals)
+
+
+def _run_and_capture(si: ScheduleItem) -> None:
+  ei = lower_schedule_item(si)
+  if _capture_stack and not isinstance(ei.prg, EmptyOp):
+    _capture_stack[-1].append((ei, si.var_vals))
+  ei.run(si.var_vals)
+
+
 def run_schedule(schedule: list[ScheduleItem]) -> None:
-  for si in memory.plan_schedule(schedule):
-    ei = lower_schedule_item(si)
-    if _capture_stack and not isinstance(ei.prg, EmptyOp):
-      _capture_stack[-1].append((ei, si.var_vals))
-    ei.run(si.var_vals)
+  """Run a schedule from create_schedule. Transactional per item: if one fails, it and the items after it stay to do
+  (engine/pending.py), and the exception goes on up."""
+  planned = memory.plan_schedule(schedule)
+  work = pending.adopt(schedule, planned)
+  work.run(list(work.items), run_item=_run_and_capture)
 
 
 def realize_lazybuffers(lbs: list[Any]) -> None:

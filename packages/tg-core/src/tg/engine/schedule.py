@@ -13,12 +13,11 @@ are folded into the loads' ShapeTrackers.
 """
 from __future__ import annotations
 
-import sys
 import weakref
 from dataclasses import dataclass, field
 
 from tg.device import Buffer
-from tg.engine import graphviz, memory, schedule_cache
+from tg.engine import graphviz, memory, pending, schedule_cache
 from tg.helpers import prod
 from tg.lazy import LazyBuffer
 from tg.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, TernaryOps, UnaryOps
@@ -306,6 +305,7 @@ class _KernelBuilder:
 
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
+  pending.settle_graph(outs)  # what a failed run left to do that this graph reads, or that reads what it overwrites
   found = schedule_cache.structure(outs) if not graphviz.enabled() else None
   if found is not None and (plan := schedule_cache.lookup(found[0])) is not None:
     return _from_plan(plan, found[1])
@@ -354,13 +354,17 @@ def _from_plan(plan: schedule_cache.Plan, nodes: list[LazyBuffer]) -> list[Sched
 
 def _finish(schedule: list[ScheduleItem], bases: list[LazyBuffer], olds: list[tuple[ScheduleItem, weakref.ref[LazyBuffer]]]) -> list[ScheduleItem]:
   realized = set(bases)
-  for b in bases:  # the schedule now owns the work: drop the graph so memory is freed as it runs
-    memory.track(b)
-    b.op, b.srcs = None, ()
-  return _keep_old_values(schedule, olds, realized)
+  with pending.hold_sigint():  # a Ctrl-C in here would leave a base with neither its graph nor its work
+    # the schedule now owns the work: its buffers are pending until their items ran, and the graph is dropped so
+    # memory is freed as it runs
+    work = pending.PendingWork(schedule)
+    for b in bases:
+      memory.track(b)
+      b.op, b.srcs = None, ()
+    return _keep_old_values(work, olds, realized)
 
 
-def _keep_old_values(schedule: list[ScheduleItem], olds: list[tuple[ScheduleItem, weakref.ref[LazyBuffer]]],
+def _keep_old_values(work: pending.PendingWork, olds: list[tuple[ScheduleItem, weakref.ref[LazyBuffer]]],
                      realized: set[LazyBuffer]) -> list[ScheduleItem]:
   """An in-place ASSIGN overwrites its target's buffer. If something not computed in this schedule still reads
   the old value (a loss computed lazily before an optimizer step, a view a user holds, a tensor that is the old
@@ -368,18 +372,16 @@ def _keep_old_values(schedule: list[ScheduleItem], olds: list[tuple[ScheduleItem
   meant when it was built.
 
   Runs after the scheduled graph is dropped, so only what is held from outside is still alive: the `w + 1` inlined
-  into the kernel of `w.assign(w + 1)` is gone unless someone holds it, and so is the old value itself."""
-  out = list(schedule)
+  into the kernel of `w.assign(w + 1)` is gone unless someone holds it, and so is the old value itself. So the old
+  value is held exactly when its LazyBuffer is alive (a reference cycle not yet collected only costs a copy)."""
   for si, ref in olds:
     if (old := ref()) is None:
       continue  # nobody can ask for the old value any more
-    held = sys.getrefcount(old) > 2  # more than `old` and getrefcount's argument: someone outside holds it
-    if not held and not any(r.base.realized is None and r.base not in realized and r.op is not None for r in list(old.readers)):
-      continue
     keep = Buffer(old.buffer.device, old.buffer.size, old.buffer.dtype)
-    out.insert(out.index(si), ScheduleItem(LazyOp(MetaOps.COPY, (), keep.nbytes), (keep, old.buffer)))
-    old.buffer = keep
-  return out
+    work.add(ScheduleItem(LazyOp(MetaOps.COPY, (), keep.nbytes), (keep, old.buffer)), before=si)
+    old.set_buffer(keep)
+    del old
+  return list(work.items)
 
 
 def _visit_deps(b: LazyBuffer, path: set[LazyBuffer], deps: dict[LazyBuffer, set[LazyBuffer]], rank: dict[LazyBuffer, int],
@@ -410,3 +412,4 @@ def _order(items: dict[LazyBuffer, ScheduleItem], reads: dict[LazyBuffer, set[La
   for b in items:
     _visit_deps(b, set(), deps, rank, done)
   return [items[b] for b in done]
+

@@ -1,0 +1,195 @@
+"""Scheduled work not run yet, so that a failed realize leaves nothing that looks computed but isn't.
+
+create_schedule drops the graph of every base it schedules: from then on the schedule is the only recipe for the
+value. A `PendingWork` holds those ScheduleItems in order, and each buffer an item writes points to it
+(`Buffer.pending`) until the last item writing it ran; a LazyBuffer counts as realized only then
+(LazyBuffer.realized). When a run fails (a MemoryError from the allocator, a compile error, a kernel that raises,
+Ctrl-C), the items that didn't run stay in their PendingWork: a tensor whose buffer they write is still to compute,
+and the next schedule that reads it (or overwrites something they read, an in-place assign) first runs the items it
+needs (`settle`). Items are run in their order, and an item that shares memory with a needed one (it writes what
+the needed one reads or writes, or reads what it writes: the memory planner lets buffers take turns in one
+allocation) runs too, so the items run later see the memory as the full run would have.
+
+An item counts as run once its program returned: a program that raises is taken as not having written anything.
+Ctrl-C (SIGINT) is held back while a program runs and its buffers are marked, and raised right after, so an
+in-place assign ends at its old value (still to do) or its new one (done), never half or twice applied.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from tg.device import Buffer
+
+if TYPE_CHECKING:
+  from tg.engine.schedule import ScheduleItem
+
+# the PendingWorks that still have items; weak: a PendingWork nobody can read from any more (its tensors are gone)
+# is garbage, not debt
+_open: weakref.WeakSet[PendingWork] = weakref.WeakSet()
+
+
+def _root(b: Buffer) -> Buffer:
+  while b._base is not None:
+    b = b._base
+  return b
+
+
+class PendingWork:
+  def __init__(self, items: Iterable[ScheduleItem]) -> None:
+    self.items: list[ScheduleItem] = []
+    self.writes: dict[Buffer, int] = {}  # buffer -> how many of the items write it
+    for si in items:
+      self.add(si)
+
+  def add(self, si: ScheduleItem, before: ScheduleItem | None = None) -> None:
+    """One more item, at the end or right before `before`; its outputs are pending from now on."""
+    if before is None:
+      self.items.append(si)
+    else:
+      self.items.insert(next(i for i, x in enumerate(self.items) if x is before), si)
+    for b in si.outputs:
+      b.pending = self
+      self.writes[b] = self.writes.get(b, 0) + 1
+    _open.add(self)
+
+  def _done(self, si: ScheduleItem) -> None:
+    for b in si.outputs:
+      if (n := self.writes.get(b, 0) - 1) > 0:
+        self.writes[b] = n
+        continue
+      self.writes.pop(b, None)
+      if b.pending is self:
+        b.pending = None
+
+  def take(self, items: Iterable[ScheduleItem]) -> None:
+    """Hand `items` over to another PendingWork (run_schedule's, after memory planning): they are not ours any more."""
+    ids = {id(si) for si in items}
+    mine = [si for si in self.items if id(si) in ids]
+    for si in mine:
+      self._done(si)
+    self._remove({id(si) for si in mine})
+
+  def _remove(self, ids: set[int]) -> None:
+    self.items = [si for si in self.items if id(si) not in ids]
+    if not self.items:
+      _open.discard(self)
+
+  def needed(self, read: set[Buffer], written: set[Buffer]) -> list[ScheduleItem]:
+    """The items that must run before something reads the memory of `read` and writes that of `written` (roots):
+    those writing what is read or written, reading what is written, and, back to front, those each of them needs."""
+    read, written = set(read), set(written)
+    out: list[ScheduleItem] = []
+    for si in reversed(self.items):
+      outs = {_root(b) for b in si.outputs}
+      ins = {_root(b) for b in si.bufs[len(si.outputs):]}
+      if outs & (read | written) or ins & written:
+        out.append(si)
+        read |= ins
+        written |= outs
+    return out[::-1]
+
+  def run(self, items: list[ScheduleItem], run_item: Callable[[ScheduleItem], None]) -> None:
+    """Run `items` (ours, in our order) with `run_item`; each one that returned is done. Stops at the first that
+    raises, which stays to do with the rest."""
+    ran: set[int] = set()
+    try:
+      for si in items:
+        with hold_sigint():
+          run_item(si)
+          self._done(si)
+          ran.add(id(si))
+    finally:
+      self._remove(ran)
+
+
+def adopt(schedule: list[ScheduleItem], planned: list[ScheduleItem]) -> PendingWork:
+  """The PendingWork of `planned`, the memory-planned copy of `schedule`, taking `schedule`'s items from the
+  PendingWork create_schedule made for them (with Ctrl-C held: no buffer is without its work in between)."""
+  with hold_sigint():
+    owners = {id(w): w for si in schedule for b in si.outputs if (w := b.pending) is not None}
+    for w in owners.values():
+      w.take(schedule)
+    return PendingWork(planned)
+
+
+def settle(read: set[Buffer], written: set[Buffer]) -> None:
+  """Run the pending items anything reading `read` and writing `written` (roots) needs first: a schedule over
+  tensors a failed run left to compute, or one that overwrites in place what a pending item reads."""
+  if not _open:
+    return
+  from tg.engine.realize import run_schedule_item
+  for w in list(_open):
+    if (todo := w.needed(read, written)):
+      w.run(todo, run_item=run_schedule_item)
+
+
+def settle_graph(bases: Iterable[object]) -> None:
+  """settle() for a lazy graph about to be scheduled: the pending buffers it reads, the targets it assigns to."""
+  if not _open:
+    return
+  from tg.lazy import LazyBuffer
+  from tg.ops import MetaOps
+  read: set[Buffer] = set()
+  written: set[Buffer] = set()
+  seen: set[int] = set()
+  stack = [b for b in bases if isinstance(b, LazyBuffer)]
+  while stack:
+    b = stack.pop().base
+    if id(b) in seen:
+      continue
+    seen.add(id(b))
+    if b.op is None:
+      if b.buffer.pending is not None:
+        read.add(_root(b.buffer))
+      continue
+    if b.op is MetaOps.ASSIGN:
+      written.add(_root(b.buffer))
+    stack.extend(b.srcs)
+  if read or written:
+    settle(read, written)
+
+
+# ---------- Ctrl-C ----------
+
+_hold = 0           # > 0: a SIGINT now is remembered, not raised
+_interrupted = False
+_installed = False
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+  global _interrupted
+  if _hold:
+    _interrupted = True
+    return
+  signal.default_int_handler(signum, frame)
+
+
+def _install() -> None:
+  """Put _on_sigint in place of Python's default SIGINT handler, once (a handler a program set itself is left alone:
+  then Ctrl-C is not held back). Only the main thread may set handlers."""
+  global _installed
+  _installed = True
+  if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _on_sigint)
+
+
+class hold_sigint:
+  """Inside, Ctrl-C waits: it is raised as KeyboardInterrupt when the outermost hold ends."""
+
+  def __enter__(self) -> None:
+    global _hold
+    if not _installed:
+      _install()
+    _hold += 1
+
+  def __exit__(self, *exc: object) -> None:
+    global _hold, _interrupted
+    _hold -= 1
+    if _hold == 0 and _interrupted:
+      _interrupted = False
+      raise KeyboardInterrupt
