@@ -1,4 +1,5 @@
-"""Small shared utilities: env config (getenv, ContextVar, Context), DEBUG, counters; the disk cache is in tg.diskcache."""
+"""Small shared utilities and counters. The settings (getenv, ContextVar, Context, DEBUG) live in tg.settings and are
+re-exported here; the disk cache is in tg.diskcache."""
 from __future__ import annotations
 
 import contextlib
