@@ -212,8 +212,8 @@ class _Device:
     if (asked := DEVICE.value):
       return self.canonicalize(asked), f"asked for by DEVICE={asked}"
     names = self.installed()
-    for name in names:  # tinygrad's style: NAME=1
-      if getenv(name, 0) == 1:
+    for name in names:  # tinygrad's style: NAME=1 (read as text: CUDA=/usr/local/cuda in the environment is no error)
+      if getenv(name, "") == "1":
         return name, f"asked for by {name}=1"
     usable: list[tuple[float, str]] = []
     unusable: list[tuple[float, str, str]] = []

@@ -115,7 +115,7 @@ class Context(contextlib.ContextDecorator):
         raise SettingError(f"{name} is read once, {s.read_once}, so a Context can't change it: set it in the environment")
       if s.type is int and isinstance(v, bool):
         v = int(v)
-      if not isinstance(v, s.type) or (s.type is int and isinstance(v, bool)):
+      if not isinstance(v, s.type):
         raise SettingError(f"{name} must be {_TYPE_NAMES.get(s.type, s.type.__name__)}, got {v!r}")
       self.kwargs[s] = v
     self.old: list[dict[Setting, Any]] = []

@@ -66,3 +66,11 @@ def test_no_usable_device_says_what_to_install() -> None:
   out = run_py(DEFAULT, TG_PLUGINS="DISK")
   assert out.returncode != 0
   assert "no usable tg device" in out.stderr and "pip install tg-llvm" in out.stderr
+
+
+def test_tinygrad_style_name_is_read_as_text() -> None:
+  # NAME=1 asks for a device; an unrelated variable that happens to share a device's name (CUDA=/usr/local/cuda) is no error
+  out = run_py(DEFAULT, PYTHON="1")
+  assert out.returncode == 0 and out.stdout.splitlines()[2] == "PYTHON (asked for by PYTHON=1)", out.stderr
+  out = run_py(DEFAULT, CUDA="/usr/local/cuda", TG_PLUGINS="PYTHON,DISK")
+  assert out.returncode == 0 and out.stdout.splitlines()[0] == "PYTHON", out.stderr
