@@ -238,6 +238,9 @@ class _Device:
       reason += f"; {lines}"
       print(f"tg: using device {best}, because {lines}. (Set DEVICE={best} to choose it and silence this; `python -m tg.devices` "
             "lists the devices.)", file=sys.stderr)
+    elif prio <= 0:  # priority 0 is an interpreter (see hookspecs): far slower than any compiled device
+      print(f"tg: using device {best}, an interpreter (slow), as no compiled device is installed: `pip install tg-llvm` adds one "
+            f"that needs no system compiler. (Set DEVICE={best} to choose it and silence this.)", file=sys.stderr)
     return best, reason
 
 

@@ -74,3 +74,11 @@ def test_tinygrad_style_name_is_read_as_text() -> None:
   assert out.returncode == 0 and out.stdout.splitlines()[2] == "PYTHON (asked for by PYTHON=1)", out.stderr
   out = run_py(DEFAULT, CUDA="/usr/local/cuda", TG_PLUGINS="PYTHON,DISK")
   assert out.returncode == 0 and out.stdout.splitlines()[0] == "PYTHON", out.stderr
+
+
+def test_falling_back_to_the_interpreter_is_said_even_with_nothing_better_installed() -> None:
+  out = run_py(DEFAULT, TG_PLUGINS="PYTHON,DISK")
+  assert out.returncode == 0 and out.stdout.splitlines()[0] == "PYTHON", out.stderr
+  warnings = [ln for ln in out.stderr.splitlines() if ln.startswith("tg: ")]
+  assert len(warnings) == 1 and "using device PYTHON, an interpreter (slow)" in warnings[0] and "pip install tg-llvm" in warnings[0], out.stderr
+  assert "tg: " not in run_py(DEFAULT, TG_PLUGINS="PYTHON,DISK", DEVICE="PYTHON").stderr
