@@ -311,13 +311,13 @@ def test_prod_axis_tuple():
   helper_test_op(None, lambda x: x.prod(2).prod(0), lambda x: x.prod((0, 2)), vals=[_nonzero((2, 3, 4), low=0.5, high=1.5)], **F32)
 
 
-def _TORCH_INT_ACC():  # noqa: N802
+def _torch_int_acc():
   # integer sums and products are int64 as torch's, int32 where the device has no int64
   return torch.int64 if is_dtype_supported(dtypes.int64) else torch.int32
 
 
 def test_prod_int():
-  helper_test_op(None, lambda x: x.prod(1).to(_TORCH_INT_ACC()), lambda x: x.prod(1), vals=[_ints((3, 4), -3, 4)])
+  helper_test_op(None, lambda x: x.prod(1).to(_torch_int_acc()), lambda x: x.prod(1), vals=[_ints((3, 4), -3, 4)])
 
 
 def test_prod_gradient_with_zero():
@@ -398,7 +398,7 @@ def test_cumsum(shape, axis):
 
 
 def test_cumsum_int():
-  helper_test_op(None, lambda x: x.cumsum(1).to(_TORCH_INT_ACC()), lambda x: x.cumsum(1), vals=[_ints((3, 5), -10, 10)])
+  helper_test_op(None, lambda x: x.cumsum(1).to(_torch_int_acc()), lambda x: x.cumsum(1), vals=[_ints((3, 5), -10, 10)])
 
 
 # ---------- movement ----------

@@ -171,16 +171,17 @@ def test_half_mean_sum_accumulate_in_float32(dt):
 def test_half_var_std_softmax_layernorm():
   _skip_missing(dtypes.float16)
   rng = np.random.default_rng(0)
-  x = rng.standard_normal((4, 70000)).astype(np.float16) + np.float16(3)
+  # std 100: the sums of squares (about 1e7) pass float16's 65504 long before the results do
+  x = (rng.standard_normal((2, 1000)) * 100 + 3).astype(np.float16)
   tx = torch.from_numpy(x)
   np.testing.assert_allclose(Tensor(x).var(1).numpy().astype(np.float32), tx.float().var(1).numpy(), rtol=2e-3)
   np.testing.assert_allclose(Tensor(x).std(1).numpy().astype(np.float32), tx.float().std(1).numpy(), rtol=2e-3)
-  np.testing.assert_allclose(Tensor(x).mean(1).numpy().astype(np.float32), tx.float().mean(1).numpy(), rtol=2e-3)
-  s = Tensor(x).softmax(1).numpy().astype(np.float32)
-  assert np.isfinite(s).all()
-  np.testing.assert_allclose(s.sum(1), 1.0, rtol=1e-2)
+  np.testing.assert_allclose(Tensor(x).mean(1).numpy().astype(np.float32), tx.float().mean(1).numpy(), rtol=2e-3, atol=1e-2)
   ln = Tensor(x).layernorm(1).numpy().astype(np.float32)
-  np.testing.assert_allclose(ln, torch.nn.functional.layer_norm(tx.float(), (70000,)).numpy(), atol=1e-2)
+  np.testing.assert_allclose(ln, torch.nn.functional.layer_norm(tx.float(), (1000,)).numpy(), atol=1e-2)
+  # softmax's sum of exps (each at most 1) passes 65504 only with more terms than that
+  s = Tensor.full((70000,), 1.0, dtype=dtypes.float16).softmax(0).numpy().astype(np.float32)
+  np.testing.assert_allclose(s, 1 / 70000, rtol=1e-2)
 
 
 # ---------- integer sum promotion, as torch ----------
@@ -222,8 +223,8 @@ def test_prod_cumsum_promotion_match_torch():
 # ---------- cross-entropy with -inf logits ----------
 def test_sparse_ce_with_minus_inf_logit_is_finite():
   logits = np.array([[2.0, -np.inf, 0.5], [-np.inf, 1.0, 0.0]], dtype=np.float32)
-  y = np.array([0, 2])
-  ref = torch.nn.functional.cross_entropy(torch.from_numpy(logits), torch.from_numpy(y)).item()
+  y = np.array([0, 2], dtype=np.int32)
+  ref = torch.nn.functional.cross_entropy(torch.from_numpy(logits), torch.from_numpy(y).long()).item()
   got = Tensor(logits).sparse_categorical_crossentropy(Tensor(y)).item()
   assert np.isfinite(got)
   np.testing.assert_allclose(got, ref, rtol=1e-6)
@@ -235,5 +236,5 @@ def test_sparse_ce_with_minus_inf_logit_is_finite():
 
 def test_log_softmax_minus_inf_matches_torch():
   logits = np.array([[2.0, -np.inf, 0.5], [-np.inf, 1.0, 0.0]], dtype=np.float32)
-  np.testing.assert_allclose(Tensor(logits).log_softmax(-1).numpy(), torch.from_numpy(logits).log_softmax(-1).numpy())
-  np.testing.assert_allclose(Tensor(logits).softmax(-1).numpy(), torch.from_numpy(logits).softmax(-1).numpy())
+  np.testing.assert_allclose(Tensor(logits).log_softmax(-1).numpy(), torch.from_numpy(logits).log_softmax(-1).numpy(), rtol=1e-6)
+  np.testing.assert_allclose(Tensor(logits).softmax(-1).numpy(), torch.from_numpy(logits).softmax(-1).numpy(), rtol=1e-6)
