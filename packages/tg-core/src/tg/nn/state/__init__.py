@@ -7,6 +7,9 @@ tensor on the DISK device whose buffer is a view of the file's one shared mappin
 RAM is free and moving a tensor to a compute device (`.to(Device.DEFAULT)`) copies only that tensor's bytes.
 Data that has to be rearranged first (strided PyTorch tensors, quantized GGUF blocks, compressed or big-endian
 storages) is rearranged by numpy on the host as it moves in, and those tensors land on `Device.DEFAULT`.
+Loaders never write: files are opened and mapped read-only, every tensor's extent is checked against the file
+before anything is read, and a malformed, truncated or lying file raises WeightsFileError (a ValueError) naming
+the file and the tensor or field.
 """
 from __future__ import annotations
 
@@ -14,13 +17,14 @@ import time
 from typing import Any
 
 from tg.helpers import GlobalCounters
+from tg.nn.state._common import WeightsFileError
 from tg.nn.state.gguf import ggml_data_to_tensor, ggml_dequantize, gguf_load
 from tg.nn.state.pytorch import torch_load
 from tg.nn.state.safetensors import safe_load, safe_load_metadata, safe_save
 from tg.tensor import Tensor
 
-__all__ = ["StateDictKeyError", "get_parameters", "get_state_dict", "ggml_data_to_tensor", "ggml_dequantize", "gguf_load",
-           "load_state_dict", "safe_load", "safe_load_metadata", "safe_save", "torch_load"]
+__all__ = ["StateDictKeyError", "WeightsFileError", "get_parameters", "get_state_dict", "ggml_data_to_tensor", "ggml_dequantize",
+           "gguf_load", "load_state_dict", "safe_load", "safe_load_metadata", "safe_save", "torch_load"]
 
 
 # ---------- finding a model's tensors ----------

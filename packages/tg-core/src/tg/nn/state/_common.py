@@ -14,14 +14,24 @@ from tg.tensor import Tensor
 PathLike = str | os.PathLike[str]
 
 
+class WeightsFileError(ValueError):
+  """A weights file that is malformed, truncated or lies about its contents. Every loader raises this one type for
+  such a file, with a message that names the file and the tensor or header field at fault."""
+
+
+def _is_int(x: Any) -> bool:
+  return isinstance(x, int) and not isinstance(x, bool)
+
+
 # ---------- helpers shared by the loaders ----------
 
 def _disk_tensor(path: str, byte_offset: int, shape: tuple[int, ...], dtype: DType) -> Tensor:
   """A realized DISK tensor over `shape` elements of `dtype` stored in order at `byte_offset` of `path`.
 
-  The buffer is allocated now, so it maps the file as it is at load time (a file replaced later, e.g. by
-  safe_save to the same path, doesn't change tensors already loaded)."""
-  buf = Buffer("DISK", prod(shape), dtype, options=(path, byte_offset)).allocate()
+  The file is mapped read-only: a loader never writes to, or grows, the file it reads (its callers have checked
+  that the bytes lie inside the file). The buffer is allocated now, so it maps the file as it is at load time (a
+  file replaced later, e.g. by safe_save to the same path, doesn't change tensors already loaded)."""
+  buf = Buffer("DISK", prod(shape), dtype, options=(path, byte_offset, "r")).allocate()
   return Tensor(LazyBuffer.from_buffer(buf, shape), device="DISK")
 
 
@@ -38,7 +48,7 @@ def _read_bytes(path: str, offset: int, n: int) -> bytes:
     f.seek(offset)
     data = f.read(n)
   if len(data) != n:
-    raise ValueError(f"{path} is truncated: needed {n} bytes at offset {offset}, got {len(data)}")
+    raise WeightsFileError(f"{path} is truncated: needed {n} bytes at offset {offset}, got {len(data)}")
   return data
 
 

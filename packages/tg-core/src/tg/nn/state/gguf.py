@@ -8,7 +8,7 @@ from typing import Any
 from tg.device import Device
 from tg.dtype import DType, dtypes
 from tg.helpers import prod, round_up
-from tg.nn.state._common import PathLike, _disk_tensor, _host_tensor, _read_bytes
+from tg.nn.state._common import PathLike, WeightsFileError, _disk_tensor, _host_tensor, _read_bytes
 from tg.tensor import Tensor
 
 # ---------- GGUF ----------
@@ -27,46 +27,64 @@ _GGML_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8
                12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64", 30: "BF16"}
 
 
+_MAX_NESTING = 8  # arrays of arrays: real files nest one deep; a crafted one must not exhaust the stack
+_MIN_BYTES = {_GGUF_STRING: 8, _GGUF_ARRAY: 12, **{t: struct.calcsize(f) for t, f in _GGUF_SCALARS.items()}}  # a value's least size
+
+
 class _GGUFReader:
-  """Reads the header of a GGUF file through a mapping of it (headers can hold vocabularies of 100k+ strings)."""
+  """Reads the header of a GGUF file through a mapping of it (headers can hold vocabularies of 100k+ strings).
+
+  Nothing it reads is believed before it is checked against the bytes left: a count or a length that can't fit
+  in the file is an error at once, never a loop or an allocation of that size."""
 
   def __init__(self, data: Any, path: str) -> None:
     self.data, self.pos, self.path = data, 0, path
 
-  def scalar(self, fmt: str) -> Any:
-    try:
-      v = struct.unpack_from(fmt, self.data, self.pos)[0]
-    except struct.error:
-      raise ValueError(f"{self.path} is truncated (GGUF header ends at byte {self.pos})") from None
+  def need(self, n: int, what: str) -> None:
+    if self.pos + n > len(self.data):
+      raise WeightsFileError(f"{self.path} is truncated or lying: {what} needs {n} bytes at byte {self.pos}, the file has {len(self.data)}")
+
+  def count(self, n: int, least: int, what: str) -> int:
+    """`n` things of at least `least` bytes each, which must fit in the rest of the file."""
+    if n * least > len(self.data) - self.pos:
+      raise WeightsFileError(f"{self.path}: {what} count {n} can't be right: that many need {n * least}+ bytes, "
+                             f"{len(self.data) - self.pos} are left at byte {self.pos}")
+    return n
+
+  def scalar(self, fmt: str, what: str = "the header") -> Any:
+    self.need(struct.calcsize(fmt), what)
+    v = struct.unpack_from(fmt, self.data, self.pos)[0]
     self.pos += struct.calcsize(fmt)
     return v
 
-  def string(self) -> str:
-    n = self.scalar("<Q")
-    if self.pos + n > len(self.data):
-      raise ValueError(f"{self.path} is truncated (a GGUF string of {n} bytes at byte {self.pos})")
+  def string(self, what: str = "a string") -> str:
+    n = self.scalar("<Q", what)
+    self.need(n, f"{what} (a string of {n} bytes)")
     s = bytes(self.data[self.pos:self.pos + n]).decode("utf-8", errors="replace")
     self.pos += n
     return s
 
-  def value(self, vtype: int) -> Any:
+  def value(self, vtype: int, what: str, depth: int = 0) -> Any:
     if vtype == _GGUF_STRING:
-      return self.string()
+      return self.string(what)
     if vtype == _GGUF_ARRAY:
-      itype, n = self.scalar("<I"), self.scalar("<Q")
+      if depth >= _MAX_NESTING:
+        raise WeightsFileError(f"{self.path}: {what} nests arrays more than {_MAX_NESTING} deep")
+      itype, n = self.scalar("<I", what), self.scalar("<Q", what)
+      if itype not in _MIN_BYTES:
+        raise WeightsFileError(f"{self.path}: {what} is an array of unknown value type {itype} at byte {self.pos}")
+      self.count(n, _MIN_BYTES[itype], f"{what}: the array's element")
       if itype in _GGUF_SCALARS and itype != 7:  # numbers in bulk: one numpy read, not n struct calls
         import numpy as np
         dt = np.dtype(_GGUF_SCALARS[itype])
-        if self.pos + n * dt.itemsize > len(self.data):
-          raise ValueError(f"{self.path} is truncated (a GGUF array of {n} values at byte {self.pos})")
         # bytes first: an array over the mapping itself would keep it from being closed
         arr = np.frombuffer(bytes(self.data[self.pos:self.pos + n * dt.itemsize]), dtype=dt)
         self.pos += n * dt.itemsize
         return arr.tolist()
-      return [self.value(itype) for _ in range(n)]
+      return [self.value(itype, what, depth + 1) for _ in range(n)]
     if vtype in _GGUF_SCALARS:
-      return self.scalar(_GGUF_SCALARS[vtype])
-    raise ValueError(f"{self.path}: unknown GGUF value type {vtype} at byte {self.pos}")
+      return self.scalar(_GGUF_SCALARS[vtype], what)
+    raise WeightsFileError(f"{self.path}: {what} has unknown value type {vtype} at byte {self.pos}")
 
 
 def ggml_dequantize(raw: Any, ggml_type: int) -> Any:
@@ -151,48 +169,54 @@ def gguf_load(fn: PathLike) -> tuple[dict[str, Any], dict[str, Tensor]]:
   path = os.fspath(fn)
   with open(path, "rb") as f:
     if os.fstat(f.fileno()).st_size < 24:
-      raise ValueError(f"{path} is not a GGUF file: it's too short")
+      raise WeightsFileError(f"{path} is not a GGUF file: it's too short")
     mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
   try:
     r = _GGUFReader(mm, path)
     if mm[:4] != b"GGUF":
-      raise ValueError(f"{path} is not a GGUF file (it starts with {bytes(mm[:4])!r}, not b'GGUF')")
+      raise WeightsFileError(f"{path} is not a GGUF file (it starts with {bytes(mm[:4])!r}, not b'GGUF')")
     r.pos = 4
     version = r.scalar("<I")
     if version not in (2, 3):
       what = "a big-endian GGUF file" if version & 0xFFFF == 0 else f"GGUF version {version}"
       raise NotImplementedError(f"{path} is {what}; gguf_load reads little-endian GGUF v2 and v3")
     n_tensors, n_kv = r.scalar("<Q"), r.scalar("<Q")
+    r.count(n_kv, 8 + 4 + 1, "the header's key-value")  # least: a key's length, a type, a 1-byte value
+    r.count(n_tensors, 8 + 4 + 4 + 8, "the header's tensor")  # least: a name's length, dim count, type, offset
     kv: dict[str, Any] = {}
     for _ in range(n_kv):
-      key = r.string()
-      kv[key] = r.value(r.scalar("<I"))
+      key = r.string("a key")
+      kv[key] = r.value(r.scalar("<I", f"key {key!r}"), f"key {key!r}")
     infos = []
     for _ in range(n_tensors):
-      name, n_dims = r.string(), r.scalar("<I")
-      dims = [r.scalar("<Q") for _ in range(n_dims)]
-      infos.append((name, dims, r.scalar("<I"), r.scalar("<Q")))
+      name = r.string("a tensor name")
+      if (n_dims := r.scalar("<I", f"tensor {name!r}")) > 8:
+        raise WeightsFileError(f"{path}: tensor {name!r} has {n_dims} dims (ggml tensors have at most 4)")
+      dims = [r.scalar("<Q", f"tensor {name!r}") for _ in range(n_dims)]
+      infos.append((name, dims, r.scalar("<I", f"tensor {name!r}"), r.scalar("<Q", f"tensor {name!r}")))
     alignment = kv.get("general.alignment", 32)
-    if not isinstance(alignment, int) or alignment <= 0:
-      raise ValueError(f"{path}: general.alignment is {alignment!r}, not a positive integer")
+    if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0:
+      raise WeightsFileError(f"{path}: general.alignment is {alignment!r}, not a positive integer")
     data_start, size = round_up(r.pos, alignment), len(mm)
   finally:
     mm.close()
   tensors: dict[str, Tensor] = {}
   for name, dims, ggml_type, offset in infos:
+    if name in tensors:
+      raise WeightsFileError(f"{path}: tensor {name!r} appears twice in the header")
     shape, numel, start = tuple(int(d) for d in reversed(dims)), prod(dims), data_start + offset
     if ggml_type in _GGML_PLAIN:
       nbytes = numel * _GGML_PLAIN[ggml_type].itemsize
     elif ggml_type in _GGML_BLOCKS:
       bs, ts = _GGML_BLOCKS[ggml_type]
       if numel % bs or (dims and dims[0] % bs):
-        raise ValueError(f"{path}: tensor {name!r} has {dims[0] if dims else 1} elements per row, not a multiple of the block size {bs}")
+        raise WeightsFileError(f"{path}: tensor {name!r} has {dims[0] if dims else 1} elements per row, not a multiple of the block size {bs}")
       nbytes = numel // bs * ts
     else:
       raise NotImplementedError(f"{path}: tensor {name!r} is {_GGML_NAMES.get(ggml_type, f'ggml type {ggml_type}')}, "
                                 f"which gguf_load can't load (it dequantizes {', '.join(_GGML_NAMES[t] for t in _GGML_BLOCKS)})")
     if start + nbytes > size:
-      raise ValueError(f"{path} is truncated: tensor {name!r} needs bytes {start}..{start + nbytes}, the file has {size}")
+      raise WeightsFileError(f"{path} is truncated or lying: tensor {name!r} needs bytes {start}..{start + nbytes}, the file has {size}")
     if ggml_type in _GGML_PLAIN:
       tensors[name] = _disk_tensor(path, start, shape, _GGML_PLAIN[ggml_type])
     else:

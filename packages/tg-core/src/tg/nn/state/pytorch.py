@@ -10,7 +10,7 @@ from typing import IO, Any
 
 from tg.dtype import DType, dtypes
 from tg.helpers import prod
-from tg.nn.state._common import PathLike, _disk_tensor, _host_tensor, _read_bytes
+from tg.nn.state._common import PathLike, WeightsFileError, _disk_tensor, _host_tensor, _is_int, _read_bytes
 from tg.tensor import Tensor
 
 # ---------- PyTorch ----------
@@ -43,10 +43,10 @@ class _TorchStorage:
     self.offset = self.nbytes = 0
     self.data: bytes | None = None
     self.big_endian = False
+    self.error = ""  # why its bytes can't be read (said when a tensor needs them, naming the tensor)
 
   def read(self, offset: int, n: int) -> bytes:
-    if offset < 0 or offset + n > self.nbytes:
-      raise ValueError(f"torch_load: a tensor reads bytes {offset}..{offset + n} of storage {self.key}, which has {self.nbytes}")
+    assert 0 <= offset and offset + n <= self.nbytes, "the tensor's extent was checked in to_tensor"
     if self.data is not None:
       return self.data[offset:offset + n]
     assert self.path is not None, f"storage {self.key} was never located"
@@ -56,24 +56,42 @@ class _TorchStorage:
 class _TorchTensor:
   """A tensor as the pickle describes it; made into a Tensor once its storage is located."""
 
-  def __init__(self, storage: Any, storage_offset: int, size: Any, stride: Any, dtype: DType | None = None) -> None:
+  def __init__(self, storage: Any, storage_offset: Any, size: Any, stride: Any, dtype: DType | None = None) -> None:
     if not isinstance(storage, _TorchStorage):
       raise pickle.UnpicklingError(f"torch_load: a tensor's storage is a {type(storage).__name__}, not a storage")
-    self.storage, self.storage_offset, self.size, self.stride = storage, int(storage_offset), tuple(size), tuple(stride)
+    self.storage, self.storage_offset, self.size, self.stride = storage, storage_offset, size, stride  # checked in to_tensor
     self.dtype = storage.dtype if dtype is None else dtype
 
-  def to_tensor(self) -> Tensor:
-    st, dtype, shape, isz = self.storage, self.dtype, self.size, self.dtype.itemsize
+  def _check(self, where: str) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """(shape, strides, storage offset), each checked: non-negative ints, and every element read inside the storage."""
+    st, size, stride = self.storage, self.size, self.stride
+    if st.error:
+      raise WeightsFileError(f"{where}: {st.error}")
+    if not _is_int(self.storage_offset) or self.storage_offset < 0:
+      raise WeightsFileError(f"{where}: storage offset {self.storage_offset!r} is not a non-negative integer")
+    if not isinstance(size, (tuple, list)) or not all(_is_int(d) and d >= 0 for d in size):
+      raise WeightsFileError(f"{where}: size {size!r} is not a list of non-negative integers")
+    if not isinstance(stride, (tuple, list)) or len(stride) != len(size) or not all(_is_int(d) for d in stride):
+      raise WeightsFileError(f"{where}: stride {stride!r} is not {len(size)} integers, one per dim of size {tuple(size)}")
+    if any(d < 0 for d in stride):
+      raise WeightsFileError(f"{where}: negative stride {tuple(stride)} (torch never saves these)")
+    shape, strides, isz = tuple(size), tuple(stride), self.dtype.itemsize
+    if prod(shape) > 0:
+      span = 1 + sum((s - 1) * d for s, d in zip(shape, strides))  # elements from the first to the last one read
+      if (self.storage_offset + span) * isz > st.nbytes:
+        raise WeightsFileError(f"{where}: a {self.dtype} tensor of size {shape}, stride {strides} at storage offset {self.storage_offset} "
+                               f"overruns its storage {st.key!r} of {st.nbytes} bytes")
+    return shape, strides, self.storage_offset
+
+  def to_tensor(self, where: str) -> Tensor:
+    """The Tensor; `where` names the file and the tensor for errors."""
+    shape, strides, storage_offset = self._check(where)
+    st, dtype, isz = self.storage, self.dtype, self.dtype.itemsize
     if prod(shape) == 0:
       return _host_tensor(b"", shape, dtype)
-    if any(d < 0 for d in self.stride):
-      raise ValueError(f"torch_load: negative strides {self.stride} (torch never saves these)")
-    span = 1 + sum((s - 1) * d for s, d in zip(shape, self.stride))  # elements from the first to the last one read
-    contiguous = all(s == 1 or d == c for s, d, c in zip(shape, self.stride, _row_major_strides(shape)))
-    byte_offset = self.storage_offset * isz
-    if byte_offset + span * isz > st.nbytes:
-      raise ValueError(f"torch_load: a {dtype} tensor of shape {shape}, strides {self.stride} at offset {self.storage_offset} "
-                       f"overruns its storage of {st.nbytes} bytes")
+    span = 1 + sum((s - 1) * d for s, d in zip(shape, strides))
+    contiguous = all(s == 1 or d == c for s, d, c in zip(shape, strides, _row_major_strides(shape)))
+    byte_offset = storage_offset * isz
     if contiguous and st.data is None and not (st.big_endian and isz > 1):
       assert st.path is not None
       return _disk_tensor(st.path, st.offset + byte_offset, shape, dtype)
@@ -81,7 +99,7 @@ class _TorchTensor:
     # so any dtype, bfloat16 included, moves bit-exact), fix the byte order, and copy to the compute device
     import numpy as np
     raw = np.frombuffer(st.read(byte_offset, span * isz), dtype=np.dtype(f"{'>' if st.big_endian else '<'}u{isz}"))
-    arr = np.lib.stride_tricks.as_strided(raw, shape=shape, strides=tuple(d * isz for d in self.stride))
+    arr = np.lib.stride_tricks.as_strided(raw, shape=shape, strides=tuple(d * isz for d in strides))
     native = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("="))
     return _host_tensor(native.reshape(-1).view(np.uint8), shape, dtype)
 
@@ -203,24 +221,32 @@ def _zip_member_offset(path: str, info: zipfile.ZipInfo) -> int:
   uses it to align data to 64 bytes) can differ from the central directory's."""
   head = _read_bytes(path, info.header_offset, 30)
   if head[:4] != b"PK\x03\x04":
-    raise ValueError(f"{path}: bad zip local header for {info.filename}")
+    raise WeightsFileError(f"{path}: bad zip local header for {info.filename}")
   name_len, extra_len = struct.unpack_from("<HH", head, 26)
   return info.header_offset + 30 + name_len + extra_len
 
 
 def _torch_load_zip(path: str) -> Any:
+  size = os.path.getsize(path)
   with zipfile.ZipFile(path) as z:
     pkls = [n for n in z.namelist() if n.endswith("data.pkl") and n.count("/") == 1]
     if not pkls:
-      raise ValueError(f"{path} is a zip file but not a torch checkpoint (no <archive>/data.pkl)")
+      raise WeightsFileError(f"{path} is a zip file but not a torch checkpoint (no <archive>/data.pkl)")
     prefix = pkls[0][:-len("data.pkl")]
     big_endian = prefix + "byteorder" in z.namelist() and z.read(prefix + "byteorder").strip() == b"big"
 
     def locate(key: str, dtype: DType) -> _TorchStorage:
-      st, info = _TorchStorage(key, dtype), z.getinfo(f"{prefix}data/{key}")
+      st = _TorchStorage(key, dtype)
+      try:
+        info = z.getinfo(f"{prefix}data/{key}")
+      except KeyError:
+        st.error = f"its storage {key!r} is missing from the archive (no {prefix}data/{key})"
+        return st
       st.nbytes, st.big_endian = info.file_size, big_endian
       if info.compress_type == zipfile.ZIP_STORED:
         st.path, st.offset = path, _zip_member_offset(path, info)
+        if st.offset + st.nbytes > size:
+          st.error = f"its storage {key!r} claims bytes {st.offset}..{st.offset + st.nbytes}, past the end of the file ({size} bytes)"
       else:  # compressed by some other tool: no bytes to map, so decompress it into memory
         st.data = z.read(info)
       return st
@@ -239,43 +265,56 @@ def _torch_load_legacy(path: str) -> Any:
       import tarfile
       if tarfile.is_tarfile(path):
         raise NotImplementedError(f"{path} is in torch's tar format (torch < 0.4), which torch_load doesn't read")
-      raise ValueError(f"{path} is not a torch checkpoint (neither a zip archive nor the legacy format)")
+      raise WeightsFileError(f"{path} is not a torch checkpoint (neither a zip archive nor the legacy format)")
     if (version := _TorchUnpickler(f).load()) != _LEGACY_PROTOCOL:
-      raise ValueError(f"{path}: unknown legacy torch protocol version {version}")
+      raise WeightsFileError(f"{path}: unknown legacy torch protocol version {version}")
     sys_info = _TorchUnpickler(f).load()
     unpickler = _TorchUnpickler(f)
     obj = unpickler.load()
     keys = _TorchUnpickler(f).load()
     offset = f.tell()
   big_endian = isinstance(sys_info, dict) and sys_info.get("little_endian") is False
+  size = os.path.getsize(path)
+  if not isinstance(keys, list):
+    raise WeightsFileError(f"{path}: the legacy storage key list is a {type(keys).__name__}, not a list")
   for key in keys:
     if (st := unpickler.storages.get(str(key))) is None:
-      raise ValueError(f"{path}: storage {key} is listed but no tensor uses it")
+      raise WeightsFileError(f"{path}: storage {key} is listed but no tensor uses it")
+    if offset + 8 > size:
+      raise WeightsFileError(f"{path} is truncated: storage {key}'s element count at byte {offset} is past the end ({size} bytes)")
     numel = struct.unpack("<q", _read_bytes(path, offset, 8))[0]  # torch writes the count little-endian on any host
-    st.path, st.offset, st.nbytes, st.big_endian = path, offset + 8, numel * st.dtype.itemsize, big_endian
+    nbytes = numel * st.dtype.itemsize
+    if numel < 0 or offset + 8 + nbytes > size:
+      raise WeightsFileError(f"{path} is truncated or lying: storage {key} claims {numel} elements ({nbytes} bytes) at byte "
+                             f"{offset + 8}, the file has {size} bytes")
+    st.path, st.offset, st.nbytes, st.big_endian = path, offset + 8, nbytes, big_endian
     offset += 8 + st.nbytes
   return obj
 
 
-def _materialize(obj: Any, done: dict[int, Any]) -> Any:
-  """`obj` with every _TorchTensor made a Tensor (one Tensor per pickled tensor, even when shared)."""
+def _materialize(obj: Any, done: dict[int, Any], path: str, name: str = "") -> Any:
+  """`obj` with every _TorchTensor made a Tensor (one Tensor per pickled tensor, even when shared). `name` is the
+  dotted path of keys and indices to `obj`, for errors."""
   if id(obj) in done:
     return done[id(obj)]
+  def sub(k: Any) -> str:
+    return f"{name}.{k}" if name else str(k)
   if isinstance(obj, _TorchTensor):
-    ret: Any = obj.to_tensor()
+    ret: Any = obj.to_tensor(f"{path}: tensor {name!r}")
   elif isinstance(obj, dict):
     ret = type(obj)() if isinstance(obj, collections.OrderedDict) else {}
     done[id(obj)] = ret
     for k, v in obj.items():
-      ret[k] = _materialize(v, done)
+      ret[k] = _materialize(v, done, path, sub(k))
   elif isinstance(obj, list):
     ret = []
     done[id(obj)] = ret
-    ret.extend(_materialize(x, done) for x in obj)
+    ret.extend(_materialize(x, done, path, sub(i)) for i, x in enumerate(obj))
   elif isinstance(obj, tuple):
-    ret = tuple(_materialize(x, done) for x in obj)
+    ret = tuple(_materialize(x, done, path, sub(i)) for i, x in enumerate(obj))
   elif isinstance(obj, _StandIn):
-    obj.args, obj.kwargs, obj.state = (_materialize(x, done) for x in (obj.args, obj.kwargs, obj.state))
+    obj.args, obj.kwargs, obj.state = (_materialize(x, done, path, sub(part)) for x, part in
+                                       ((obj.args, "args"), (obj.kwargs, "kwargs"), (obj.state, "state")))
     ret = obj
   else:
     ret = obj
@@ -289,7 +328,18 @@ def torch_load(fn: PathLike) -> dict[str, Tensor]:
   Reads the zip format and the legacy (torch < 1.6) format. Tensors stored contiguously are DISK tensors
   mapped from the file; strided tensors (e.g. a transposed tensor saved as is) are gathered on the host and
   land on Device.DEFAULT. Tensors that are views of one storage stay views of the same file bytes. Classes
-  and functions other than tensors and containers are not run: they load as inert stand-ins."""
+  and functions other than tensors and containers are not run: they load as inert stand-ins.
+
+  The file is only read (contiguous tensors map it read-only). Every tensor's offset, size and strides are checked
+  against its storage, and every storage against the file, before anything is read: a truncated, lying or malformed
+  file raises WeightsFileError naming the file and the tensor."""
   path = os.fspath(fn)
-  obj = _torch_load_zip(path) if zipfile.is_zipfile(path) else _torch_load_legacy(path)
-  return _materialize(obj, {})  # type: ignore[no-any-return]
+  try:
+    obj = _torch_load_zip(path) if zipfile.is_zipfile(path) else _torch_load_legacy(path)
+    return _materialize(obj, {}, path)  # type: ignore[no-any-return]
+  except (WeightsFileError, NotImplementedError, OSError):
+    raise
+  except (pickle.UnpicklingError, EOFError, struct.error, zipfile.BadZipFile, zipfile.LargeZipFile, KeyError, TypeError, ValueError,
+          IndexError, AttributeError, UnicodeDecodeError, OverflowError, RecursionError) as e:
+    # the pickle or the archive is malformed: the unpickler and zipfile report that in many ways; say it in one
+    raise WeightsFileError(f"{path} is not a readable torch checkpoint: {type(e).__name__}: {e}") from e

@@ -9,7 +9,7 @@ from typing import Any
 
 from tg.dtype import DType, dtypes
 from tg.helpers import prod
-from tg.nn.state._common import PathLike, _concrete_shape, _disk_tensor
+from tg.nn.state._common import PathLike, WeightsFileError, _concrete_shape, _disk_tensor, _is_int
 from tg.tensor import Tensor
 
 # ---------- safetensors ----------
@@ -31,17 +31,55 @@ def _safe_header(path: str) -> tuple[int, dict[str, Any], int]:
   with open(path, "rb") as f:
     head = f.read(8)
     if len(head) < 8:
-      raise ValueError(f"{path} is not a safetensors file: it's only {size} bytes long")
+      raise WeightsFileError(f"{path} is not a safetensors file: it's only {size} bytes long")
     n = int.from_bytes(head, "little")
     if n > size - 8:
-      raise ValueError(f"{path} is not a safetensors file (or is truncated): its header claims {n} bytes, the file has {size - 8} after it")
+      raise WeightsFileError(f"{path} is not a safetensors file (or is truncated): its header length says {n} bytes, "
+                             f"the file has {size - 8} after it")
     try:
       header = json.loads(f.read(n))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-      raise ValueError(f"{path} is not a safetensors file: its header isn't JSON ({e})") from None
+      raise WeightsFileError(f"{path} is not a safetensors file: its header isn't JSON ({e})") from None
+    except RecursionError:
+      raise WeightsFileError(f"{path} is not a safetensors file: its header is nested too deeply to be one") from None
   if not isinstance(header, dict):
-    raise ValueError(f"{path} is not a safetensors file: its header is a JSON {type(header).__name__}, not an object")
+    raise WeightsFileError(f"{path} is not a safetensors file: its header is a JSON {type(header).__name__}, not an object")
+  if not isinstance(header.get("__metadata__", {}), dict):
+    raise WeightsFileError(f"{path}: the header's __metadata__ is a JSON {type(header['__metadata__']).__name__}, not an object")
   return n, header, size
+
+
+def _tensor_entry(path: str, name: str, info: Any, data_bytes: int) -> tuple[DType, tuple[int, ...], int, int]:
+  """(dtype, shape, begin, end) of one header entry, each field checked: ints that are ints, offsets that fit."""
+  where = f"{path}: tensor {name!r}"
+  if not isinstance(info, dict):
+    raise WeightsFileError(f"{where}: its header entry is a JSON {type(info).__name__}, not an object with dtype, shape, data_offsets")
+  for field in ("dtype", "shape", "data_offsets"):
+    if field not in info:
+      raise WeightsFileError(f"{where}: its header entry has no {field} (it needs dtype, shape and data_offsets): {info!r}")
+  if not isinstance(info["dtype"], str) or (dtype := safe_dtypes.get(info["dtype"])) is None:
+    raise WeightsFileError(f"{where}: dtype {info['dtype']!r} is not one tg can load (supported: {', '.join(safe_dtypes)})")
+  shape = info["shape"]
+  if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+    raise WeightsFileError(f"{where}: shape {shape!r} is not a list of non-negative integers")
+  offsets = info["data_offsets"]
+  if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_int(o) for o in offsets):
+    raise WeightsFileError(f"{where}: data_offsets {offsets!r} is not a list of two integers [begin, end]")
+  begin, end = offsets
+  nbytes = prod(shape) * dtype.itemsize
+  if not 0 <= begin <= end <= data_bytes or end - begin != nbytes:
+    raise WeightsFileError(f"{where} ({info['dtype']} {shape}, {nbytes} bytes) has data_offsets {offsets}, which don't fit "
+                           f"its size or the file's {data_bytes} data bytes")
+  return dtype, tuple(shape), begin, end
+
+
+def _check_no_overlap(path: str, extents: list[tuple[int, int, str]]) -> None:
+  """Tensors may not share bytes: a file where they do is damaged or crafted (writing one would change another)."""
+  last_end, last_name = 0, ""
+  for begin, end, name in sorted(e for e in extents if e[1] > e[0]):
+    if begin < last_end:
+      raise WeightsFileError(f"{path}: tensors {last_name!r} and {name!r} overlap (data_offsets end at {last_end} and begin at {begin})")
+    last_end, last_name = end, name
 
 
 def safe_load_metadata(fn: PathLike) -> tuple[Tensor, int, dict[str, Any]]:
@@ -54,23 +92,14 @@ def safe_load_metadata(fn: PathLike) -> tuple[Tensor, int, dict[str, Any]]:
 
 
 def safe_load(fn: PathLike) -> dict[str, Tensor]:
-  """The tensors of a safetensors file, as realized DISK tensors mapped from the file (nothing is read yet)."""
+  """The tensors of a safetensors file, as realized DISK tensors mapped read-only from the file (nothing is read yet).
+
+  Every entry of the header is checked first; a malformed one raises WeightsFileError naming the file and the field."""
   path = os.fspath(fn)
   n, header, size = _safe_header(path)
-  out: dict[str, Tensor] = {}
-  for name, info in header.items():
-    if name == "__metadata__":
-      continue
-    if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= info.keys():
-      raise ValueError(f"{path}: header entry {name!r} is not a tensor description (dtype, shape, data_offsets): {info!r}")
-    if (dtype := safe_dtypes.get(str(info["dtype"]))) is None:
-      raise ValueError(f"{path}: tensor {name!r} has dtype {info.get('dtype')!r}, which tg can't load (supported: {', '.join(safe_dtypes)})")
-    shape, (begin, end) = tuple(int(s) for s in info["shape"]), info["data_offsets"]
-    if end - begin != prod(shape) * dtype.itemsize or begin < 0 or 8 + n + end > size:
-      raise ValueError(f"{path}: tensor {name!r} ({info['dtype']} {list(shape)}) has data_offsets {[begin, end]}, "
-                       f"which don't fit its size or the file ({size - 8 - n} data bytes)")
-    out[name] = _disk_tensor(path, 8 + n + begin, shape, dtype)
-  return out
+  entries = {name: _tensor_entry(path, name, info, size - 8 - n) for name, info in header.items() if name != "__metadata__"}
+  _check_no_overlap(path, [(begin, end, name) for name, (_, _, begin, end) in entries.items()])
+  return {name: _disk_tensor(path, 8 + n + begin, shape, dtype) for name, (dtype, shape, begin, _) in entries.items()}
 
 
 def _le_bytes(t: Tensor) -> memoryview:

@@ -1,0 +1,264 @@
+"""Weight loaders never write, and every malformed file ends in one clear error.
+
+torch_load, safe_load and gguf_load open files read-only (a file's size, mtime and bytes are the same after a
+load, and a read-only file loads), check every tensor's extent before reading it, and raise WeightsFileError
+(a ValueError) naming the file and the tensor or field for every lying, truncated or malformed file: never a
+file grown with zeros, a bare TypeError, a RecursionError or an allocation of a lying count.
+"""
+import hashlib
+import json
+import os
+import pickle
+import struct
+import time
+import zipfile
+
+import numpy as np
+import pytest
+
+from tg import dtypes
+from tg.device import Buffer
+from tg.nn.state import WeightsFileError, gguf_load, safe_load, torch_load
+
+
+def _fingerprint(path):
+  st = os.stat(path)
+  with open(path, "rb") as f:
+    return st.st_size, st.st_mtime_ns, hashlib.sha256(f.read()).hexdigest()
+
+
+def _raises(fn, path, *words):
+  """fn() raises WeightsFileError naming the file and each of `words`, and leaves the file as it was."""
+  before = _fingerprint(path)
+  with pytest.raises(WeightsFileError) as e:
+    fn(path)
+  msg = str(e.value)
+  assert os.path.basename(path) in msg and all(w in msg for w in words), msg
+  assert _fingerprint(path) == before, "the loader changed the file"
+  return msg
+
+
+# ---------- torch_load ----------
+
+@pytest.mark.parametrize("zipped", [True, False], ids=["zip", "legacy"])
+def test_torch_load_never_writes_and_loads_a_read_only_file(tmp_path, zipped):
+  torch = pytest.importorskip("torch")
+  sd = {"w": torch.arange(12, dtype=torch.float32).reshape(3, 4), "t": torch.arange(6, dtype=torch.int32).reshape(2, 3).t(), "b": torch.ones(5)}
+  fn = str(tmp_path / "m.pth")
+  torch.save(sd, fn, _use_new_zipfile_serialization=zipped)
+  os.utime(fn, ns=(time.time_ns() - 10**10, time.time_ns() - 10**10))
+  os.chmod(fn, 0o444)
+  before = _fingerprint(fn)
+  out = torch_load(fn)
+  assert out["w"].device == "DISK" and out["w"].lazydata.base.buffer._buf.readonly, "mapped read-only: nothing can write through it"
+  for k, v in sd.items():
+    np.testing.assert_array_equal(out[k].numpy(), v.contiguous().numpy())
+  assert _fingerprint(fn) == before
+
+
+def test_truncated_legacy_pth_raises_instead_of_loading_zeros(tmp_path):
+  torch = pytest.importorskip("torch")
+  fn = str(tmp_path / "legacy.pth")
+  torch.save({"weight": torch.arange(1000, dtype=torch.float32)}, fn, _use_new_zipfile_serialization=False)
+  with open(fn, "r+b") as f:
+    f.truncate(os.path.getsize(fn) - 2000)
+  _raises(torch_load, fn, "storage")
+
+
+class _Storage:
+  """Pickles as a torch storage: the persistent id torch.save writes."""
+
+  def __init__(self, key, numel):
+    self.key, self.numel = key, numel
+
+
+class _Tensor:
+  def __init__(self, storage, offset, size, stride):
+    self.args = (storage, offset, size, stride)
+
+  def __reduce__(self):
+    import torch._utils
+    return torch._utils._rebuild_tensor_v2, (*self.args, False, {})
+
+
+def _torch_zip(path, tensors, storages, storage_bytes=None):
+  """A torch zip checkpoint written by hand: tensors {name: (storage key, offset, size, stride)} of float32 storages."""
+  torch = pytest.importorskip("torch")
+  import io
+
+  class P(pickle.Pickler):
+    def persistent_id(self, obj):
+      return ("storage", torch.FloatStorage, obj.key, "cpu", obj.numel) if isinstance(obj, _Storage) else None
+  objs = {key: _Storage(key, storages.get(key, 16)) for key, *_ in tensors.values()}  # a key not in `storages` has no bytes
+  buf = io.BytesIO()
+  P(buf, protocol=2).dump({name: _Tensor(objs[key], off, size, stride) for name, (key, off, size, stride) in tensors.items()})
+  with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+    z.writestr("archive/data.pkl", buf.getvalue())
+    for k, n in storages.items():
+      z.writestr(f"archive/data/{k}", (storage_bytes or {}).get(k, np.arange(n, dtype=np.float32).tobytes()))
+
+
+@pytest.mark.parametrize("tensor, word", [
+  (("0", 0, (20,), (1,)), "overruns"),             # more elements than the storage has
+  (("0", -4, (4,), (1,)), "offset"),               # a negative storage offset
+  (("0", 0, (4, 4), (8, 1)), "overruns"),          # strides reach past the end
+  (("0", 0, (4,), (-1,)), "stride"),               # negative stride
+  (("0", 0, (-4,), (1,)), "size"),                 # negative size
+  (("0", 0, (2.5, 2), (2, 1)), "size"),            # a float size
+  (("0", 0.5, (4,), (1,)), "offset"),              # a float offset
+  (("0", None, (4,), (1,)), "offset"),             # no offset at all
+  (("missing", 0, (4,), (1,)), "missing"),         # a storage the archive doesn't hold
+], ids=["overrun", "negative_offset", "strided_overrun", "negative_stride", "negative_size", "float_size", "float_offset",
+        "null_offset", "missing_storage"])
+def test_a_lying_torch_tensor_names_the_file_and_the_tensor(tmp_path, tensor, word):
+  fn = str(tmp_path / "lying.pt")
+  _torch_zip(fn, {"layer.weight": tensor}, {"0": 16})
+  _raises(torch_load, fn, "layer.weight", word)
+
+
+def test_a_torch_zip_cut_short_is_an_error(tmp_path):
+  fn = str(tmp_path / "cut.pt")
+  _torch_zip(fn, {"w": ("0", 0, (16,), (1,))}, {"0": 16})
+  data = open(fn, "rb").read()
+  with open(fn, "wb") as f:
+    f.write(data[:len(data) // 2])
+  _raises(torch_load, fn)
+
+
+def test_disk_writes_still_work(tmp_path):
+  path = str(tmp_path / "raw.bin")
+  Buffer("DISK", 4, dtypes.int32, options=path).copyin(memoryview(np.array([1, 2, 3, 4], np.int32).view(np.uint8)))
+  np.testing.assert_array_equal(np.fromfile(path, np.int32), [1, 2, 3, 4])
+
+
+# ---------- safetensors ----------
+
+def _safetensors(path, header, data=b"", n=None):
+  j = header if isinstance(header, bytes) else json.dumps(header).encode()
+  with open(path, "wb") as f:
+    f.write((len(j) if n is None else n).to_bytes(8, "little") + j + data)
+  return path
+
+
+def test_safe_load_reads_a_file_the_safetensors_package_wrote(tmp_path):
+  st = pytest.importorskip("safetensors.numpy")
+  fn = str(tmp_path / "ok.safetensors")
+  st.save_file({"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.zeros(0, np.int64)}, fn)
+  out = safe_load(fn)
+  np.testing.assert_array_equal(out["a"].numpy(), np.arange(6).reshape(2, 3))
+  assert out["b"].shape == (0,)
+
+
+F32_4 = {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}
+
+
+@pytest.mark.parametrize("header, data, words", [
+  ({"a": F32_4, "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}}, bytes(24), ("overlap",)),
+  ({"a": {"dtype": "F32", "shape": [2.5, 2], "data_offsets": [0, 16]}}, bytes(16), ("'a'", "shape")),
+  ({"a": {"dtype": "F32", "shape": [True, 4], "data_offsets": [0, 16]}}, bytes(16), ("'a'", "shape")),
+  ({"a": {"dtype": "F32", "shape": [-4], "data_offsets": [0, 16]}}, bytes(16), ("'a'", "shape")),
+  ({"a": {"dtype": "F32", "shape": "4", "data_offsets": [0, 16]}}, bytes(16), ("'a'", "shape")),
+  ({"a": {"dtype": "F32", "shape": [4], "data_offsets": None}}, bytes(16), ("'a'", "data_offsets")),
+  ({"a": {"dtype": "F32", "shape": [4], "data_offsets": [None, 16]}}, bytes(16), ("'a'", "data_offsets")),
+  ({"a": {"dtype": "F32", "shape": [4], "data_offsets": ["0", "16"]}}, bytes(16), ("'a'", "data_offsets")),
+  ({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16, 32]}}, bytes(16), ("'a'", "data_offsets")),
+  ({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0.0, 16.0]}}, bytes(16), ("'a'", "data_offsets")),
+  ({"a": {"dtype": "F32", "shape": [0], "data_offsets": [8, 0]}}, bytes(16), ("'a'", "data_offsets")),
+  ({"a": {"dtype": "F32", "shape": [4], "data_offsets": [16, 32]}}, bytes(16), ("'a'", "data_offsets")),
+  ({"a": {"dtype": "F32", "shape": [4], "data_offsets": [-16, 0]}}, bytes(16), ("'a'", "data_offsets")),
+  ({"a": {"dtype": "Q4", "shape": [4], "data_offsets": [0, 16]}}, bytes(16), ("'a'", "dtype")),
+  ({"a": {"dtype": None, "shape": [4], "data_offsets": [0, 16]}}, bytes(16), ("'a'", "dtype")),
+  ({"a": {"shape": [4], "data_offsets": [0, 16]}}, bytes(16), ("'a'", "dtype")),
+  ({"a": [1, 2]}, bytes(16), ("'a'",)),
+  ({"__metadata__": ["x"], "a": F32_4}, bytes(16), ("__metadata__",)),
+  ([F32_4], bytes(16), ("header",)),
+], ids=["overlap", "float_shape", "bool_shape", "negative_shape", "string_shape", "null_offsets", "null_begin", "string_offsets",
+        "three_offsets", "float_offsets", "reversed_offsets", "past_the_end", "negative_offset", "unknown_dtype", "null_dtype",
+        "no_dtype", "entry_not_an_object", "metadata_not_an_object", "header_not_an_object"])
+def test_a_malformed_safetensors_file_names_the_file_and_the_field(tmp_path, header, data, words):
+  fn = _safetensors(str(tmp_path / "bad.safetensors"), header, data)
+  _raises(safe_load, fn, *words)
+
+
+def test_safetensors_deeply_nested_header(tmp_path):
+  depth = 100_000
+  fn = _safetensors(str(tmp_path / "deep.safetensors"), b'{"a": ' + b"[" * depth + b"]" * depth + b"}")
+  _raises(safe_load, fn, "header")
+
+
+def test_safetensors_header_length_lying(tmp_path):
+  fn = _safetensors(str(tmp_path / "long.safetensors"), {"a": F32_4}, bytes(16), n=1 << 40)
+  _raises(safe_load, fn, "header")
+  fn = _safetensors(str(tmp_path / "short.safetensors"), {"a": F32_4}, bytes(16), n=10)
+  _raises(safe_load, fn, "header")
+  with open(fn, "wb") as f:
+    f.write(b"\x05\0\0")
+  _raises(safe_load, fn)
+
+
+# ---------- GGUF ----------
+
+def _gstr(s):
+  b = s.encode()
+  return struct.pack("<Q", len(b)) + b
+
+
+def _gguf(path, kv=b"", n_kv=0, tensors=b"", n_tensors=0, data=b"", align=32):
+  head = b"GGUF" + struct.pack("<IQQ", 3, n_tensors, n_kv) + kv + tensors
+  head += b"\0" * (-len(head) % align)
+  with open(path, "wb") as f:
+    f.write(head + data)
+  return path
+
+
+def _tensor_info(name, dims, ggml_type=0, offset=0):
+  return _gstr(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims) + struct.pack("<IQ", ggml_type, offset)
+
+
+def test_gguf_by_hand_loads(tmp_path):
+  fn = _gguf(str(tmp_path / "ok.gguf"), kv=_gstr("k") + struct.pack("<II", 4, 7), n_kv=1,
+             tensors=_tensor_info("w", [3, 2]), n_tensors=1, data=np.arange(6, dtype=np.float32).tobytes())
+  kv, t = gguf_load(fn)
+  assert kv == {"k": 7}
+  np.testing.assert_array_equal(t["w"].numpy(), np.arange(6).reshape(2, 3))
+
+
+def _nested_array(depth):
+  # depth arrays of one array each, the innermost an empty array of uint8
+  return b"".join(struct.pack("<IQ", 9, 1) for _ in range(depth)) + struct.pack("<IQ", 0, 0)
+
+
+@pytest.mark.parametrize("make, words", [
+  (lambda p: _gguf(p, kv=_gstr("deep") + struct.pack("<I", 9) + _nested_array(100_000)[4:], n_kv=1), ("deep",)),
+  (lambda p: _gguf(p, n_kv=1 << 60), ("count",)),
+  (lambda p: _gguf(p, n_tensors=1 << 60), ("count",)),
+  (lambda p: _gguf(p, kv=_gstr("a") + struct.pack("<IIQ", 9, 8, 1 << 60), n_kv=1), ("'a'",)),
+  (lambda p: _gguf(p, kv=_gstr("a") + struct.pack("<IIQ", 9, 4, 1 << 60), n_kv=1), ("'a'",)),
+  (lambda p: _gguf(p, kv=struct.pack("<Q", 1 << 60) + b"k", n_kv=1), ("string",)),
+  (lambda p: _gguf(p, kv=_gstr("a") + struct.pack("<I", 99), n_kv=1), ("'a'", "type")),
+  (lambda p: _gguf(p, tensors=_gstr("w") + struct.pack("<I", 1 << 31), n_tensors=1), ("'w'", "dims")),
+  (lambda p: _gguf(p, tensors=_tensor_info("w", [4], offset=1 << 40), n_tensors=1, data=bytes(16)), ("'w'",)),
+  (lambda p: _gguf(p, tensors=_tensor_info("w", [1 << 62, 1 << 62]), n_tensors=1, data=bytes(16)), ("'w'",)),
+  (lambda p: _gguf(p, tensors=_tensor_info("w", [4]) + _tensor_info("w", [4]), n_tensors=2, data=bytes(16)), ("'w'", "twice")),
+  (lambda p: _gguf(p, kv=_gstr("general.alignment") + struct.pack("<II", 4, 0), n_kv=1), ("alignment",)),
+], ids=["nested_arrays", "kv_count", "tensor_count", "string_array_count", "number_array_count", "string_length", "value_type",
+        "n_dims", "offset_past_end", "dims_overflow", "duplicate_name", "zero_alignment"])
+def test_a_malformed_gguf_file_names_the_file_and_the_field(tmp_path, make, words):
+  fn = make(str(tmp_path / "bad.gguf"))
+  st = time.perf_counter()
+  _raises(gguf_load, fn, *words)
+  assert time.perf_counter() - st < 5, "a lying count was believed"
+
+
+def test_a_truncated_gguf_file(tmp_path):
+  fn = _gguf(str(tmp_path / "cut.gguf"), kv=_gstr("key") + struct.pack("<I", 8) + _gstr("value"), n_kv=1,
+             tensors=_tensor_info("w", [16]), n_tensors=1, data=bytes(64))
+  data = open(fn, "rb").read()
+  for cut in (30, 45, 60, len(data) - 10):
+    with open(fn, "wb") as f:
+      f.write(data[:cut])
+    _raises(gguf_load, fn)
+
+
+def test_every_loader_error_is_a_value_error():
+  assert issubclass(WeightsFileError, ValueError)
