@@ -123,7 +123,7 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
   training: ClassVar[_Switch]
   no_grad: ClassVar[_Switch]
   _seed: ClassVar[int] = 0
-  _rng_counter: ClassVar[int] = 0
+  _rng_states: ClassVar[dict[str, Tensor]] = {}
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None) -> None:
     dtype = to_dtype(dtype) if dtype is not None else None
@@ -352,15 +352,31 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
   # ---------- random numbers: a counter-based hash, computed on the device ----------
   @staticmethod
   def manual_seed(seed: int = 0) -> None:
-    Tensor._seed, Tensor._rng_counter = seed, 0
+    Tensor._seed = seed
+    Tensor._rng_states.clear()  # each device's state restarts from the new seed at its next draw
+
+  @staticmethod
+  def _rng_state(device: str) -> Tensor:
+    """The device's random state, uint32 [key, counter]: read by the random kernels (not baked into them, so one
+    compiled kernel serves every call) and advanced in place on the device (so a TinyJit replay draws new numbers)."""
+    if (st := Tensor._rng_states.get(device)) is None:
+      key = (Tensor._seed * 0x85EBCA6B + 0x1B873593) & 0xFFFFFFFF
+      st = Tensor._rng_states[device] = Tensor([key, 0], dtype=dtypes.uint32, device=device).realize()
+    return st
 
   @staticmethod
   def _random_bits(n: int, device: str) -> Tensor:
     """n uint32 random words: a stateless integer hash of (seed, counter), so a seed gives the same
     numbers on every device."""
-    counter = Tensor.arange(n, device=device, dtype=dtypes.int32).cast(dtypes.uint32) + (Tensor._rng_counter & 0xFFFFFFFF)
-    Tensor._rng_counter += n
-    x = counter * 0x9E3779B9 + ((Tensor._seed * 0x85EBCA6B + 0x1B873593) & 0xFFFFFFFF)
+    state = Tensor._rng_state(device)
+    # advance the counter by n now: `drawn` (a buffer of this call) holds [key, counter + n], and the state takes it
+    # in place; the kernels are the same for every call of this size, and a draw realized later still sees its own counter
+    drawn = state + (Tensor.arange(2, device=device, dtype=dtypes.int32) == 1).cast(dtypes.uint32) * (n & 0xFFFFFFFF)
+    Tensor.realize_all(drawn)
+    Tensor.realize_all(state.assign(drawn))
+    key, start = drawn[0], drawn[1] - (n & 0xFFFFFFFF)
+    counter = Tensor.arange(n, device=device, dtype=dtypes.int32).cast(dtypes.uint32) + start
+    x = counter * 0x9E3779B9 + key
     for mul in (0x7FEB352D, 0x846CA68B):  # two rounds of a 32-bit finalizer (xorshift-multiply)
       x = (x ^ x.rshift(16)) * mul
     return x ^ x.rshift(16)
