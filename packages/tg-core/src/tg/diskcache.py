@@ -181,8 +181,14 @@ def _db() -> sqlite3.Connection:
   return _Store.conn
 
 
-def _is_busy(e: sqlite3.Error) -> bool:
-  return "locked" in str(e) or "busy" in str(e)
+def _is_busy(e: sqlite3.Error | OSError) -> bool:
+  return isinstance(e, sqlite3.OperationalError) and ("locked" in str(e) or "busy" in str(e))
+
+
+def _not_damage(e: sqlite3.Error | OSError) -> bool:
+  """Errors that say nothing about the file's health (a value too big, a read-only file): skipped, never repaired."""
+  return isinstance(e, (sqlite3.DataError, sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError)) or \
+         (isinstance(e, sqlite3.OperationalError) and "readonly" in str(e))
 
 
 def _repair(e: sqlite3.Error | OSError) -> None:
@@ -222,8 +228,8 @@ def _run(fn: Callable[[sqlite3.Connection], T], default: T) -> T:
       except (sqlite3.Error, OSError) as e:
         if isinstance(e, sqlite3.OperationalError) and str(e).startswith("no such table"):
           return default
-        if isinstance(e, sqlite3.OperationalError) and _is_busy(e):  # another process held it for the whole timeout
-          _warn_once("busy", f"the disk cache {CACHEDB} stayed locked ({e}): skipped it this time")
+        if _is_busy(e) or _not_damage(e):  # e.g. another process held it for the whole timeout
+          _warn_once("skip", f"the disk cache {CACHEDB} could not be used ({e}): skipped it this time")
           return default
         if attempt == 0:
           _repair(e)
