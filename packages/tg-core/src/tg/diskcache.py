@@ -19,27 +19,18 @@ import os
 import pickle
 import sqlite3
 import struct
-import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from tg.helpers import CACHELEVEL, getenv
+from tg.settings import CACHEDB as _CACHEDB_SETTING
+from tg.settings import CACHELEVEL
 
 T = TypeVar("T")
 
-
-def _cache_dir() -> str:
-  if sys.platform == "darwin":
-    base = os.path.expanduser("~/Library/Caches")
-  else:
-    base = os.getenv("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
-  return os.path.join(base, "tg")
-
-
-CACHEDB: str = getenv("CACHEDB", os.path.join(_cache_dir(), "cache.db"))
+CACHEDB: str = _CACHEDB_SETTING.value  # read once, at import (see tg.settings)
 _CACHE_VERSION = 2  # 2: sealed values, canonical keys (tables of version 1 are never read)
 
 

@@ -6,7 +6,13 @@ import contextlib
 import math
 import time
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
+
+# the disk cache lives in tg.diskcache; its names stay importable from here
+from tg.diskcache import CACHEDB as CACHEDB
+from tg.diskcache import diskcache as diskcache
+from tg.diskcache import diskcache_get as diskcache_get
+from tg.diskcache import diskcache_put as diskcache_put
 
 # the settings registry lives in tg.settings; these are its tinygrad names, re-exported
 from tg.settings import CACHELEVEL as CACHELEVEL
@@ -116,18 +122,3 @@ def cpu_time_ns() -> Iterator[list[int]]:
   st = time.perf_counter_ns()
   yield out
   out[0] = time.perf_counter_ns() - st
-
-
-# The disk cache lives in tg.diskcache; its names stay importable from here. Loaded on first use, because
-# tg.diskcache reads its settings from this module (and may be imported first).
-if TYPE_CHECKING:
-  from tg.diskcache import CACHEDB as CACHEDB
-  from tg.diskcache import diskcache as diskcache
-  from tg.diskcache import diskcache_get as diskcache_get
-  from tg.diskcache import diskcache_put as diskcache_put
-else:
-  def __getattr__(name: str) -> Any:
-    if name in ("CACHEDB", "diskcache", "diskcache_get", "diskcache_put"):
-      import tg.diskcache
-      return getattr(tg.diskcache, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
