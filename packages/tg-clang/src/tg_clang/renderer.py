@@ -75,7 +75,7 @@ class ClangRenderer(CStyleLanguage):
 
   def render_loop(self, u: UOp, i: str, start: str, end: str) -> str:
     if u is self._split:
-      return f"for (int {i} = {START}; {i} < {END}; {i}++) {{"
+      return f"for ({self.render_dtype(u.dtype or dtypes.int32)} {i} = {START}; {i} < {END}; {i}++) {{"
     return super().render_loop(u, i, start, end)
 
   def render_kernel(self, name: str, kernel: list[str], bufs: list[tuple[str, PtrDType]], variables: list[str]) -> str:

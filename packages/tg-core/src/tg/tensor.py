@@ -317,7 +317,11 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     if rows <= 1:
       idx = Tensor._arange_small(n, device)
     else:
-      idx = (Tensor._arange_small(rows, device).reshape(rows, 1) * cols + Tensor._arange_small(cols, device).reshape(1, cols)).flatten()[:n]
+      # past int32's range the row and column combine in int64 (the small aranges themselves stay int32); a device
+      # without int64 then refuses the kernel, as its indices pass int32 too
+      wide = dtypes.int64 if n > dtypes.max(dtypes.int32) and is_dtype_supported(dtypes.int64, device) else dtypes.int32
+      idx = (Tensor._arange_small(rows, device).cast(wide).reshape(rows, 1) * cols + Tensor._arange_small(cols, device).cast(wide).reshape(1, cols))
+      idx = idx.flatten()[:n]
     ret = idx.cast(dtype) * step + start if (step, start) != (1, 0) else idx.cast(dtype)
     return Tensor(ret.cast(dtype).lazydata, device=device, **kwargs)
 

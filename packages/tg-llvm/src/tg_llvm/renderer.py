@@ -95,6 +95,10 @@ class _KernelWriter:
       lo, hi = self.bound(u.src[0])[0], self.bound(u.src[1])[1] - 1
     elif u.op is UOps.DEFINE_VAR:
       lo, hi = u.arg.min, u.arg.max
+    elif u.op is UOps.CAST and dtypes.is_int(u.dtype) and u.src[0].dtype is not None and dtypes.is_int(u.src[0].dtype):
+      s_lo, s_hi = self.bound(u.src[0])  # a widened index keeps its bounds
+      if lo <= s_lo and s_hi <= hi:
+        lo, hi = s_lo, s_hi
     elif u.op is UOps.ALU and dtypes.is_int(u.dtype) and all(s.dtype is not None and dtypes.is_int(s.dtype) for s in u.src):
       bs = [self.bound(s) for s in u.src]
       if u.arg is BinaryOps.ADD:
@@ -199,6 +203,8 @@ class _KernelWriter:
     assert u.dtype is not None
     t = ll_type(u.dtype)
     start, end = (f"%{START}", f"%{END}") if u is self.split else (self.val(u.src[0]), self.val(u.src[1]))
+    if u is self.split and t != "i32":  # the slice's bounds are i32 arguments; a 64-bit loop widens them
+      start, end = (self.b.value(f"sext i32 {x} to {t}") for x in (start, end))
     slot, head, body, done = self.b.alloca(t), self.b.label("loop"), self.b.label("body"), self.b.label("done")
     self.b.emit(f"store {t} {start}, ptr {slot}")
     self.b.emit(f"br label %{head}")

@@ -6,6 +6,7 @@ Each LOAD/CONST turns its ShapeTracker into an index and a validity expression o
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from tg.codegen.tensor_core import TensorCorePlan, operand_as
@@ -18,36 +19,55 @@ from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import AndNode, DivNode, LtNode, ModNode, MulNode, Node, NumNode, SumNode, Variable, sint
 
 
-def node_to_uop(node: sint, ctx: dict[Variable, UOp]) -> UOp:
-  """A symbolic expression as UOps: Variables come from `ctx` (loop indices, thread ids, kernel arguments)."""
-  i32 = dtypes.int32
-  if isinstance(node, int):
-    return UOp.const(i32, node)
-  if isinstance(node, NumNode):
-    return UOp.const(i32, node.b)
+class IndexOverflow(Exception):
+  """An index expression of a kernel leaves the range of the index dtype it is being lowered in."""
+
+
+def _fits(dt: DType, lo: object, hi: object) -> bool:
+  return bool(dtypes.min(dt) <= lo and hi <= dtypes.max(dt))  # type: ignore[operator]
+
+
+def node_to_uop(node: sint, ctx: dict[Variable, UOp], dt: DType = dtypes.int32) -> UOp:
+  """A symbolic expression as UOps of the integer dtype `dt`: Variables come from `ctx` (loop indices, thread ids, kernel
+  arguments). Raises IndexOverflow when it, or any value computed on the way, can leave `dt`'s range (UOp bounds are
+  Python ints: they show what the device's wrapping arithmetic would hide)."""
+  if isinstance(node, (int, NumNode)):
+    val = node if isinstance(node, int) else node.b
+    if not _fits(dt, val, val):
+      raise IndexOverflow(f"{val} doesn't fit {dt}")
+    return UOp.const(dt, val)
   if isinstance(node, Variable):
     return ctx[node]
+  out = _node_to_uop(node, ctx, dt)
+  if out.dtype == dt and not _fits(dt, out.vmin, out.vmax):
+    raise IndexOverflow(f"{node} reaches [{out.vmin}, {out.vmax}], beyond {dt}")
+  return out
+
+
+def _node_to_uop(node: Node, ctx: dict[Variable, UOp], dt: DType) -> UOp:
   if isinstance(node, (DivNode, ModNode)) and node.a.min < 0:
     # symbolic // and % are floor division; C's / and % truncate toward zero. Shift the numerator by a
     # multiple of the divisor until it can't be negative, where the two agree: (a + k*b)//b - k.
     b_min = node.b if isinstance(node.b, int) else node.b.min
     k = (-node.a.min + b_min - 1) // b_min  # ceil(-a.min / b.min)
-    shifted = node_to_uop(node.a, ctx) + node_to_uop(node.b * k, ctx)
-    b = node_to_uop(node.b, ctx)
+    shifted = node_to_uop(node.a, ctx, dt) + node_to_uop(node.b * k, ctx, dt)
+    b = node_to_uop(node.b, ctx, dt)
     return shifted.alu(BinaryOps.IDIV, b) + (-k) if isinstance(node, DivNode) else shifted.alu(BinaryOps.MOD, b)
   if isinstance(node, (MulNode, DivNode, ModNode, LtNode)):
-    a, b = node_to_uop(node.a, ctx), node_to_uop(node.b, ctx)
+    a, b = node_to_uop(node.a, ctx, dt), node_to_uop(node.b, ctx, dt)
     op = {MulNode: BinaryOps.MUL, DivNode: BinaryOps.IDIV, ModNode: BinaryOps.MOD, LtNode: BinaryOps.CMPLT}[type(node)]
     return a.alu(op, b)
   if isinstance(node, SumNode):
-    ret = node_to_uop(node.nodes[0], ctx)
+    ret = node_to_uop(node.nodes[0], ctx, dt)
     for n in node.nodes[1:]:
-      ret = ret + node_to_uop(n, ctx)
+      ret = ret + node_to_uop(n, ctx, dt)
+      if not _fits(dt, ret.vmin, ret.vmax):  # a partial sum can pass the range that the whole sum stays in
+        raise IndexOverflow(f"a partial sum of {node} leaves {dt}")
     return ret
   if isinstance(node, AndNode):
-    ret = node_to_uop(node.nodes[0], ctx)
+    ret = node_to_uop(node.nodes[0], ctx, dt)
     for n in node.nodes[1:]:
-      ret = ret.logical_and(node_to_uop(n, ctx))
+      ret = ret.logical_and(node_to_uop(n, ctx, dt))
     return ret
   raise NotImplementedError(f"can't lower {type(node).__name__}")
 
@@ -129,8 +149,8 @@ def fold_dims(sizes: list[sint], max_dims: tuple[int, ...] | None, name: str) ->
   for d, size in enumerate(list(dims)):
     if max_dims is not None and isinstance(size, int) and size > max_dims[d]:
       e = len(dims)
-      k = next((k for k in range(max_dims[d], 1, -1) if size % k == 0 and e < len(max_dims) and size // k <= max_dims[e]), None)
-      if k is None:
+      k = _largest_divisor(size, max_dims[d]) if e < len(max_dims) else 1
+      if k < 2 or size // k > max_dims[e]:
         return _fold_linear(sizes, max_dims, variables, unpack)
       splits[d], dims[d] = e, k
       dims.append(size // k)
@@ -141,6 +161,18 @@ def fold_dims(sizes: list[sint], max_dims: tuple[int, ...] | None, name: str) ->
   return dims, launch, [idxs[a] for a in range(len(sizes))]
 
 
+def _largest_divisor(n: int, m: int) -> int:
+  """The largest divisor of n that is at most m, in O(sqrt(n)) steps (counting down from m takes up to m: 2^31 for a
+  CUDA grid's x)."""
+  if n <= m:
+    return n
+  root = math.isqrt(n)
+  for q in range(-(-n // m), root + 1):  # the cofactor q = n // k, smallest first: divisors k >= sqrt(n)
+    if n % q == 0:
+      return n // q
+  return next(k for k in range(min(m, root), 0, -1) if n % k == 0)
+
+
 def _fold_linear(sizes: list[sint], max_dims: tuple[int, ...], variables: Callable[[list[sint]], list[Variable]],
                  unpack: Callable[[Node, list[int]], dict[int, Node]]) -> tuple[list[sint], list[Variable], list[Node]]:
   total = prod(sizes)
@@ -149,7 +181,7 @@ def _fold_linear(sizes: list[sint], max_dims: tuple[int, ...], variables: Callab
   dims: list[sint] = []
   rest = total
   for m in max_dims:
-    k = next(k for k in range(min(m, rest), 0, -1) if rest % k == 0)
+    k = _largest_divisor(rest, m)
     dims.append(k)
     rest //= k
   if rest != 1:
@@ -190,6 +222,7 @@ class Lowerer:
     self.kinds = axis_kinds if axis_kinds is not None else default_axis_kinds(ast)
     assert len(self.kinds) == len(self.full_shape), f"axis kinds {self.kinds} for shape {self.full_shape}"
     self.buffers: dict[int, UOp] = {}
+    self.idt: DType = dtypes.int32  # the index dtype (see lower)
     self.lanes = 1
     if vector_axis is not None:
       size = self.full_shape[vector_axis]
@@ -220,12 +253,30 @@ class Lowerer:
       out = [{**c, i: NumNode(v)} for c in out for v in range(size)]
     return out
 
+  def _uop(self, node: sint) -> UOp:
+    return node_to_uop(node, self.ctx, self.idt)
+
   def lower(self) -> UOp:
-    i32 = dtypes.int32
-    # the kernel's symbolic sizes are arguments: one DEFINE_VAR per Variable
+    """The kernel's UOp graph. Its indices, loop counters and index arithmetic are int32 where every value they can take
+    (their symbolic bounds: loop ranges, thread ids, buffer offsets, and each step of the arithmetic between) fits, else
+    int64: only kernels over 2^31 elements (or offsets) pay for 64-bit index math."""
+    try:
+      return self._lower_in(dtypes.int32)
+    except IndexOverflow as e:
+      if dtypes.int64 in self.renderer.missing_dtypes:
+        raise ValueError(f"{self.renderer.device or type(self.renderer).__name__} indexes kernels with 32-bit ints, and this kernel "
+                         f"(shape {self.full_shape}) needs indices beyond 2^31-1 ({e}): split the tensor into parts under 2^31 "
+                         "elements or use another device") from None
+      return self._lower_in(dtypes.int64)
+
+  def _lower_in(self, idt: DType) -> UOp:
+    self.idt = idt
+    # the kernel's symbolic sizes are arguments: one DEFINE_VAR per Variable (an int32 argument, widened to the index dtype)
     self.ctx: dict[Variable, UOp] = {}
     for v in sorted(set().union(*[s.vars() for s in self.full_shape if isinstance(s, Node)]), key=lambda v: v.expr):
-      self.ctx[v] = UOp(UOps.DEFINE_VAR, i32, (), v)
+      if not _fits(dtypes.int32, v.min, v.max):
+        raise ValueError(f"symbolic size {v.expr} ranges over [{v.min}, {v.max}], beyond the int32 a kernel argument is")
+      self.ctx[v] = UOp(UOps.DEFINE_VAR, dtypes.int32, (), v).cast(idt)
     self.idx: dict[int, Node] = {}  # index of each global, local, group and reduce axis
     self.global_size: list[sint] = []
     self.local_size: list[int] = []
@@ -245,24 +296,24 @@ class Lowerer:
         dims, launch, exprs = fold_dims([self.full_shape[i] for i in ax], max_dims, name)
         sizes_out.extend(dims)  # type: ignore[arg-type]
         for d, (size, var) in enumerate(zip(dims, launch)):
-          self.ctx[var] = UOp(UOps.SPECIAL, i32, (), (f"{name}{d}", d, size))
+          self.ctx[var] = UOp(UOps.SPECIAL, dtypes.int32, (), (f"{name}{d}", d, size)).cast(idt)  # hardware ids are 32-bit
         self.idx.update(zip(ax, exprs))
       if self.tc is not None:  # the workgroup is one warp: its threads share each tile (no LOCAL or GROUP axes with TC)
         assert not self.local_size, "a tensor-core kernel's workgroup is its warp"
         threads = self.tc.tc.threads
         self.tc_lane = Variable("__tc_lane", 0, threads - 1)
         self.local_size.append(threads)
-        self.ctx[self.tc_lane] = UOp(UOps.SPECIAL, i32, (), ("lidx0", 0, threads))
+        self.ctx[self.tc_lane] = UOp(UOps.SPECIAL, dtypes.int32, (), ("lidx0", 0, threads)).cast(idt)
     else:
       for n, i in enumerate(axes[GLOBAL]):
         size = self.full_shape[i]
         self.global_size.append(size)
         var = self.idx[i] = Variable(f"__gidx{n}", 0, (size if isinstance(size, int) else size.max) - 1)
-        self.ctx[var] = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), node_to_uop(size, self.ctx)), (n, False))
+        self.ctx[var] = UOp(UOps.RANGE, idt, (UOp.const(idt, 0), self._uop(size)), (n, False))
     for i in axes[REDUCE]:
       size = self.full_shape[i]
       var = self.idx[i] = Variable(f"__ridx{len(self.reduce_ranges)}", 0, (size if isinstance(size, int) else size.max) - 1)
-      self.reduce_ranges.append(UOp(UOps.RANGE, i32, (UOp.const(i32, 0), node_to_uop(size, self.ctx)), (1000 + len(self.reduce_ranges), True)))
+      self.reduce_ranges.append(UOp(UOps.RANGE, idt, (UOp.const(idt, 0), self._uop(size)), (1000 + len(self.reduce_ranges), True)))
       self.reduce_vars.append(var)
       self.ctx[var] = self.reduce_ranges[-1]
     stores: list[UOp] = []
@@ -284,7 +335,7 @@ class Lowerer:
             val = _float_to_bf16_bits(val).cast(dtypes.uint16)
           stores.extend(self._store(store.arg, st, out_idxs, val))
     if self.group_partials:  # a group's result is stored once, by its first thread (see _group_reduce)
-      first = node_to_uop(self._group_lin(), self.ctx).lt(1)
+      first = self._uop(self._group_lin()).lt(1)
       # the block follows every barrier: a barrier must be reached by all of the group's threads
       block = UOp(UOps.IF, None, (first, *(barrier for _, barrier, _ in self.group_partials.values())))
       stores = [UOp(UOps.STORE, None, s.src + (block,)) for s in stores]
@@ -324,10 +375,10 @@ class Lowerer:
     return self._store_at(buf, nidx, nvalid, val)
 
   def _store_at(self, buf: UOp, nidx: Node, nvalid: Node, val: UOp) -> list[UOp]:
-    valid = node_to_uop(nvalid, self.ctx).cast(dtypes.bool)
+    valid = self._uop(nvalid).cast(dtypes.bool)
     if valid.op is UOps.CONST and not valid.arg:
       return []  # an unrolled copy that lands wholly in padding (PADTO) stores nothing
-    return [UOp(UOps.STORE, None, (buf, node_to_uop(nidx, self.ctx), val) + (() if valid.op is UOps.CONST else (valid,)))]
+    return [UOp(UOps.STORE, None, (buf, self._uop(nidx), val) + (() if valid.op is UOps.CONST else (valid,)))]
 
   def _reduce(self, op: LazyOp, idxs: list[Node]) -> UOp:
     """This thread's reduction: over the reduce loops, with the unrolled elements combined in each iteration.
@@ -430,21 +481,20 @@ class Lowerer:
         partials.append(self._reduce(op, [upcast.get(i, x) if k == UPCAST else x for i, (x, k) in enumerate(zip(idxs, self.kinds))]))
       n = len(self.group_partials)  # after the partials: a reduction nested in this one has taken its number
       local = UOp(UOps.DEFINE_LOCAL, dt.ptr(), (), (f"temp{n}", threads * len(upcasts)))
-      stores = [UOp(UOps.STORE, None, (local, node_to_uop(thread + c * threads, self.ctx), p)) for c, p in enumerate(partials)]
+      stores = [UOp(UOps.STORE, None, (local, self._uop(thread + c * threads), p)) for c, p in enumerate(partials)]
       barrier = UOp(UOps.BARRIER, None, tuple(stores))
       self.group_partials[key] = (local, barrier, n)
     local, barrier, n = self.group_partials[key]
     c = next(c for c, upcast in enumerate(upcasts) if all(idxs[i] == v for i, v in upcast.items()))
     # sum the run of partials of this thread's LOCAL position
-    i32 = dtypes.int32
-    r = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), UOp.const(i32, group)), (2000 + n, True))
-    base = node_to_uop((self._axes_lin((LOCAL,)) * group) + c * threads, self.ctx)
+    r = UOp(UOps.RANGE, self.idt, (UOp.const(self.idt, 0), UOp.const(self.idt, group)), (2000 + n, True))
+    base = self._uop((self._axes_lin((LOCAL,)) * group) + c * threads)
     ld = UOp(UOps.LOAD, dt, (local, base + r, barrier))
     return UOp(UOps.REDUCE, dt, (ld, r), alu)
 
   def _load(self, op: LazyOp, nidx: Node, nvalid: Node, lanes: int = 1) -> UOp:
     """A LOAD (or CONST) at one index and validity; `lanes` > 1 loads that many consecutive elements as a vector."""
-    idx, valid = node_to_uop(nidx, self.ctx), node_to_uop(nvalid, self.ctx).cast(dtypes.bool)
+    idx, valid = self._uop(nidx), self._uop(nvalid).cast(dtypes.bool)
     dt = self.vdt(op.arg.dtype)
     if op.op is BufferOps.CONST:
       c = UOp.const(dt, op.arg.val)
@@ -460,9 +510,9 @@ class Lowerer:
   def _masked_load(self, op: LazyOp, lanes: list[tuple[Node, Node]]) -> UOp:
     """Consecutive elements whose validity differs by lane (a padded image's row at its edges): one vector LOAD
     with a mask, a VECTORIZE of each lane's validity; masked-off lanes read nothing and are 0."""
-    mask = UOp(UOps.VECTORIZE, dtypes.bool.vec(self.lanes), tuple(node_to_uop(v, self.ctx).cast(dtypes.bool) for _, v in lanes))
+    mask = UOp(UOps.VECTORIZE, dtypes.bool.vec(self.lanes), tuple(self._uop(v).cast(dtypes.bool) for _, v in lanes))
     ldt = self._element(op.arg).vec(self.lanes)
-    ld = UOp(UOps.LOAD, ldt, (self.buffer(op.arg), node_to_uop(lanes[0][0], self.ctx), mask, UOp.const(ldt, 0)))
+    ld = UOp(UOps.LOAD, ldt, (self.buffer(op.arg), self._uop(lanes[0][0]), mask, UOp.const(ldt, 0)))
     return _bf16_to_float(ld) if ldt.scalar() != op.arg.dtype else ld
 
   def _lower(self, op: LazyOp, idxs: list[Node]) -> UOp:

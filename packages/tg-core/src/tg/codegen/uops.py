@@ -149,6 +149,10 @@ class UOp:
       return 0, (self.arg[2] if isinstance(self.arg[2], int) else self.arg[2].max) - 1
     if self.op is UOps.DEFINE_VAR:
       return self.arg.min, self.arg.max
+    if self.op is UOps.CAST and dtypes.is_int(self.dtype) and self.src[0].dtype is not None and dtypes.is_int(self.src[0].dtype):
+      s_lo, s_hi = self.src[0]._bounds()  # a widened index (int32 thread id -> int64) keeps its bounds
+      if lo <= s_lo and s_hi <= hi:
+        return s_lo, s_hi
     if self.op is UOps.ALU and dtypes.is_int(self.dtype) and all(s.dtype is not None and dtypes.is_int(s.dtype) for s in self.src):
       bounds = [s._bounds() for s in self.src]
       if self.arg is BinaryOps.ADD:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 
 from tg.codegen.uops import UOp, UOps
+from tg.dtype import dtypes
 from tg.helpers import prod
 from tg.settings import CPU_THREAD_MIN_WORK, CPU_VECTOR_BYTES
 
@@ -25,14 +26,15 @@ def loop_to_split(uops: list[UOp]) -> UOp | None:
   """The outermost output loop of the linear program `uops` when the kernel is worth splitting across threads, else None.
 
   Only kernels whose loops all have constant ends are split (their work is known when rendering), the split loop
-  starts at 0 (the runtime divides [0, outer)), and only from CPU_THREAD_MIN_WORK loop-body instructions (iterations
-  times the ALU/LOAD/STORE count of the body, each vector op counted once per lane) on."""
+  starts at 0 and its length fits an int (the runtime divides [0, outer)), and only from CPU_THREAD_MIN_WORK loop-body
+  instructions (iterations times the ALU/LOAD/STORE count of the body, each vector op counted once per lane) on."""
   ranges = [u for u in uops if u.op is UOps.RANGE]
   outer = [u for u in ranges if not u.arg[1]]
   if not outer or not all(u.src[1].op is UOps.CONST for u in ranges):
     return None
   first = outer[0]
-  if not (first.src[0].op is UOps.CONST and first.src[0].arg == 0 and first.src[1].arg >= 2):
+  # the runtime passes the slice's bounds as C ints (and reads the length as one): a longer loop is not split
+  if not (first.src[0].op is UOps.CONST and first.src[0].arg == 0 and 2 <= first.src[1].arg <= dtypes.max(dtypes.int32)):
     return None
   # a vector op counts once per lane: the threshold is about the work, which vectors don't change
   body = sum((u.src[2] if u.op is UOps.STORE else u).count for u in uops if u.op in (UOps.ALU, UOps.LOAD, UOps.STORE))

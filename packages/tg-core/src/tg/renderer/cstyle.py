@@ -118,7 +118,8 @@ class CStyleLanguage(Renderer):
 
   def render_loop(self, u: UOp, i: str, start: str, end: str) -> str:
     """The opening of loop `u` over i in [start, end)."""
-    return f"for (int {i} = {start}; {i} < {end}; {i}++) {{"
+    assert u.dtype is not None
+    return f"for ({self.render_dtype(u.dtype)} {i} = {start}; {i} < {end}; {i}++) {{"
 
   def render_special(self, u: UOp) -> str:
     raise NotImplementedError(f"{type(self).__name__} has no thread ids: set global_ids = False")

@@ -1,0 +1,87 @@
+"""Kernels over 2^31 elements: loop bounds, indices and offsets that pass int32's range must be computed in 64 bits,
+and kernels that stay small must keep 32-bit index math. A device without 64-bit ints in kernels (WGSL) must refuse
+such a kernel with a clear error rather than compute garbage."""
+import os
+
+import numpy as np
+import pytest
+
+from tg import Device, Tensor, dtypes
+from tg.codegen.kernel import Kernel
+from tg.engine.schedule import create_schedule
+
+BIG = 2**31 + 5  # just past int32's maximum
+
+
+def _has_int64() -> bool:
+  return dtypes.int64 not in getattr(Device[Device.DEFAULT].renderer, "missing_dtypes", ())
+
+
+def _skip_slow() -> None:
+  if Device.DEFAULT == "PYTHON":
+    pytest.skip("the PYTHON interpreter runs 2^31 iterations for hours")
+  if Device.DEFAULT == "CUDA" and os.environ.get("CUDA_MOCK"):
+    pytest.skip("CUDA_MOCK runs each of 2^31 threads as an unoptimized CPU call: minutes (the source is checked below)")
+  if not _has_int64():
+    pytest.skip(f"{Device.DEFAULT} has no int64 in kernels: see test_no_int64_device_refuses_big_kernels")
+
+
+def _sources(t: Tensor) -> list[str]:
+  renderer = Device[Device.DEFAULT].renderer
+  return [Kernel(si.ast, renderer).to_program().src for si in create_schedule([t.lazydata]) if si.ast.op.name in ("STORE", "SINK")]
+
+
+def test_arange_int64_max_past_int32() -> None:
+  _skip_slow()
+  assert Tensor.arange(BIG, dtype=dtypes.int64).max().item() == BIG - 1
+
+
+def test_fused_index_sum_past_int32() -> None:
+  # the sum of i % 1000 over i < BIG: every index is computed in the kernel, none is read from memory
+  _skip_slow()
+  got = (Tensor.arange(BIG, dtype=dtypes.int64) % 1000).sum().item()
+  full, rest = divmod(BIG, 1000)
+  assert got == full * (999 * 1000 // 2) + rest * (rest - 1) // 2
+
+
+def test_sum_of_expand_past_int32() -> None:
+  # a (3, 2^30+7) expand of one value: the iteration space (3 * 2^30 + 21 elements) passes int32, each axis doesn't
+  _skip_slow()
+  n = 2**31 // 2 + 7
+  got_int = Tensor([[2]], dtype=dtypes.int64).expand(3, n).sum().item()
+  assert got_int == 2 * 3 * n
+
+
+def test_real_buffer_past_int32() -> None:
+  # a 2^31+256 byte buffer (element i holds i % 256): its elements past 2^31 are written and read back by offsets
+  # beyond int32
+  _skip_slow()
+  n = 2**31 + 256
+  x = Tensor.arange(256, dtype=dtypes.int32).cast(dtypes.uint8).reshape(1, 256).expand(n // 256, 256).contiguous().flatten().realize()
+  for lo, hi in ((8, 24), (2**31 - 8, 2**31 + 8), (n - 16, n)):  # not a prefix: data() copies a prefix's whole base
+    np.testing.assert_equal(x[lo:hi].numpy(), (np.arange(lo, hi) % 256).astype(np.uint8))
+  assert x.sum().item() == (n // 256) * (255 * 256 // 2)
+  del x
+
+
+def test_small_kernels_keep_int32_indices() -> None:
+  if Device.DEFAULT not in ("CLANG", "CUDA"):
+    pytest.skip("checks C source")
+  for t in (Tensor.empty(64, 48) @ Tensor.empty(48, 32), Tensor.empty(1000).sum(), Tensor.empty(16, 16).permute(1, 0).contiguous() + 1):
+    for src in _sources(t):
+      assert "long long" not in src and "int " in src, src
+
+
+def test_big_kernels_use_int64_indices() -> None:
+  if Device.DEFAULT not in ("CLANG", "CUDA"):
+    pytest.skip("checks C source")
+  srcs = _sources(Tensor.empty(2**31 + 16, dtype=dtypes.uint8) + 1)
+  assert any("long long" in s for s in srcs), srcs
+  assert not any("int ridx" in s or "< -" in s for s in srcs), srcs
+
+
+def test_no_int64_device_refuses_big_kernels() -> None:
+  if _has_int64():
+    pytest.skip(f"{Device.DEFAULT} has int64 in kernels")
+  with pytest.raises(ValueError, match="2\\^31"):
+    Tensor.arange(BIG, dtype=dtypes.float32).max().item()
