@@ -66,7 +66,8 @@ def with_guards(targets: list[LazyBuffer]) -> tuple[list[LazyBuffer], list[_Guar
   _pending[:] = [g for g in _pending if g.result() is not None]
   ids = _graph_ids(targets)
   hit = [g for g in _pending if id(g.result()) in ids]
-  return targets + [g.flag for g in hit if not g.failed and g.flag.base.realized is None], hit
+  flags = {id(g.flag): g.flag for g in hit if not g.failed and g.flag.base.realized is None}  # // and % share one
+  return targets + list(flags.values()), hit
 
 
 def check(hit: list[_Guard]) -> None:
