@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
@@ -26,9 +25,13 @@ from tg.codegen.kernel import Kernel, KernelOptError, Opt, OptOps
 from tg.engine.realize import CompiledRunner
 from tg.engine.schedule import create_schedule
 
-EXAMPLES = int(os.getenv("TG_FUZZ_EXAMPLES", "0")) or (25 if Device.DEFAULT == "PYTHON" else 60)
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=bool(os.getenv("CI")), database=None,
-                    phases=set(Phase) - {Phase.explain}, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+def _settings(ci_examples: int) -> settings:
+  return settings(max_examples=int(os.getenv("TG_FUZZ_EXAMPLES", "0")) or ci_examples, deadline=None, derandomize=bool(os.getenv("CI")),
+                  database=None, phases=set(Phase) - {Phase.explain}, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+SETTINGS, SETTINGS_VALID = _settings(40), _settings(20)  # about 8 s each on CLANG; a valid sequence's kernel is the bigger
 SIZES = st.integers(1, 17)
 ALL_OPS = [OptOps.UPCAST, OptOps.UNROLL, OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.PADTO, OptOps.BLOCK, OptOps.NOLOCALS,
            OptOps.TC]
@@ -192,6 +195,18 @@ def check_case(case: Case, raw_opts: list[tuple[OptOps, int | None, int]]) -> li
   return k.applied_opts
 
 
+U, R, P, L, G, GT = OptOps.UPCAST, OptOps.UNROLL, OptOps.PADTO, OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP
+
+
+# pinned cases, so that every backend's CI run covers each path whatever the random draws give
+@example(Case("tc", (16, 32), (8,), 1), [(OptOps.TC, None, 0), (U, 0, 2)])
+@example(Case("reduce", (8, 12), (0, 0, 1, 2, 0), 2), [(GT, 1, 4), (L, 0, 2), (U, 0, 2)])
+@example(Case("elementwise", (7, 5), (1, 2, 3, 0, 0), 3), [(P, 0, 4), (U, 0, 4), (P, 2, 8), (U, 2, 8)])
+@example(Case("const", (5, 6), (0, 0, 0, 2, 1), 4), [(R, 1, 0), (U, 0, 2)])
+@example(Case("nested", (4, 16), (0, 0, 0, 2, 0), 5), [(G, 1, 4), (U, 0, 2), (R, 3, 2)])
+@example(Case("multi", (6, 9), (0, 4, 0, 2, 1), 6), [(R, 1, 3), (U, 0, 2), (OptOps.BLOCK, 0, 3)])
+@example(Case("int", (9, 4), (1, 1, 3, 1, 0), 7), [(U, 1, 4), (R, 0, 3), (P, 0, 16)])
+@example(Case("matmul", (17, 13), (11,), 8), [(P, 0, 4), (P, 1, 8), (U, 0, 4), (U, 1, 8), (R, 2, 0), (OptOps.BLOCK, 0, 2)])
 @SETTINGS
 @given(cases(), opts_strategy)
 def test_random_opts_match_unoptimized(case: Case, raw_opts: list[tuple[OptOps, int | None, int]]) -> None:
@@ -220,7 +235,8 @@ def _valid_next(k: Kernel) -> list[Opt]:
   return out
 
 
-@SETTINGS
+@example(Case("reduce", (16, 3, 5), (2, 2, 1, 5, 1), 9), [3, 14, 15, 92, 65])
+@SETTINGS_VALID
 @given(cases(), st.lists(st.integers(0, 10**6), min_size=1, max_size=5))
 def test_valid_opt_sequences_match_unoptimized(case: Case, picks: list[int]) -> None:
   """Unlike random opts, which are mostly rejected, each step here picks one of the opts valid at that point."""

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from tg import Device, Tensor, dtypes
@@ -40,6 +40,10 @@ class Val:
 
 def _is_int(v: Val) -> bool:
   return v.n.dtype.kind in "iu"
+
+
+def _is_bool(v: Val) -> bool:
+  return v.n.dtype == np.bool_
 
 
 # ---------- the ops: each draws its arguments from `draw` and returns a new Val (or None when it doesn't apply) ----------
@@ -104,6 +108,9 @@ def _flip(draw, v: Val) -> Val | None:  # type: ignore[no-untyped-def]
 
 def _unary(draw, v: Val) -> Val | None:  # type: ignore[no-untyped-def]
   op = draw(st.sampled_from(["neg", "relu", "abs", "tanh", "cast"]))
+  if _is_bool(v):  # a comparison's result: to 0/1 of float32 or int32
+    dt = draw(st.sampled_from([(dtypes.float32, np.float32), (dtypes.int32, np.int32)]))
+    return Val(v.t.cast(dt[0]), v.n.astype(dt[1]))
   if op == "neg":
     return Val(-v.t, -v.n)
   if op == "relu":
@@ -119,18 +126,26 @@ def _unary(draw, v: Val) -> Val | None:  # type: ignore[no-untyped-def]
   return None
 
 
-def _partner(draw, v: Val, pool: list[Val]) -> Val | None:
-  """A value of the pool that broadcasts to v's shape and has v's dtype kind."""
-  cands = [p for p in pool if p.n.ndim == v.n.ndim and all(a in (1, b) for a, b in zip(p.shape, v.shape)) and _is_int(p) == _is_int(v)]
+def _partner(draw, v: Val, pool: list[Val]) -> Val | None:  # type: ignore[no-untyped-def]
+  """A value of the pool that broadcasts to v's shape and has v's dtype (any but bool, for a bool v)."""
+  cands = [p for p in pool if p.n.ndim == v.n.ndim and all(a in (1, b) for a, b in zip(p.shape, v.shape))
+           and (p.n.dtype == v.n.dtype if not _is_bool(v) else not _is_bool(p))]
   return draw(st.sampled_from(cands)) if cands else None
 
 
 def _binary(draw, v: Val, pool: list[Val]) -> Val | None:  # type: ignore[no-untyped-def]
+  if _is_bool(v):  # a comparison's result chooses between two values
+    w = _partner(draw, v, [p for p in pool if not _is_bool(p)] + [Val(Tensor(np.ones(v.shape, np.float32)), np.ones(v.shape, np.float32))])
+    if w is None:
+      return None
+    return Val(v.t.where(w.t, -w.t), np.where(v.n, w.n, -w.n))
   w = _partner(draw, v, pool)
   if w is None or (draw(st.booleans()) and w is v):
     c = draw(st.sampled_from([2, -1, 0]))
     w = Val(Tensor(np.full((1,) * v.n.ndim, c, v.n.dtype)), np.full((1,) * v.n.ndim, c, v.n.dtype))
-  op = draw(st.sampled_from(["add", "sub", "mul", "max", "lt", "where"]))
+  op = draw(st.sampled_from(["add", "sub", "mul", "max", "lt", "where", "bool"]))
+  if op == "bool":  # a comparison kept as a bool value
+    return Val(w.t < v.t, w.n < v.n)
   if op == "add":
     return Val(v.t + w.t, v.n + w.n)
   if op == "sub":
@@ -149,7 +164,8 @@ def _reduce(draw, v: Val) -> Val | None:  # type: ignore[no-untyped-def]
   keepdim = draw(st.booleans())
   if draw(st.booleans()):
     return Val(v.t.max(axes, keepdim=keepdim), np.asarray(v.n.max(axis=axes, keepdims=keepdim)))
-  n = v.n.sum(axis=axes, keepdims=keepdim, dtype=v.n.dtype)  # int32 stays int32 (tg's sum dtype may widen: values compare)
+  # int32 stays int32 (tg's sum dtype may widen: values are compared), bools are counted
+  n = v.n.sum(axis=axes, keepdims=keepdim, dtype=None if _is_bool(v) else v.n.dtype)
   return Val(v.t.sum(axes, keepdim=keepdim), np.asarray(n))
 
 
@@ -159,6 +175,7 @@ MOVEMENT = {"reshape": _reshape, "permute": _permute, "expand": _expand, "pad": 
 def _step(draw, pool: list[Val]) -> Val | None:  # type: ignore[no-untyped-def]
   v = draw(st.sampled_from(pool[-3:] if draw(st.booleans()) else pool))  # mostly chains, sometimes an older value again
   kind = draw(st.sampled_from([*MOVEMENT, "unary", "binary", "binary", "reduce", "reduce"]))
+  event(kind)
   if kind in MOVEMENT:
     return MOVEMENT[kind](draw, v) if v.n.ndim or kind == "reshape" else None  # type: ignore[no-any-return]
   if kind == "unary":
@@ -194,6 +211,7 @@ def test_random_graphs_match_numpy(data: st.DataObject) -> None:
     if new is None:
       continue
     pool.append(new)
+    event(f"dtype {new.n.dtype}")
     if draw(st.integers(0, 4), label=f"realize step {i}") == 0:  # a schedule of its own, its buffer read by later ones
       new.t.realize()
       realized.append((new, f"value {len(pool) - 1} realized early"))
