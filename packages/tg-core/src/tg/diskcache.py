@@ -144,6 +144,11 @@ def _file_lock() -> Iterator[None]:
 def _open() -> sqlite3.Connection:
   os.makedirs(os.path.dirname(os.path.abspath(CACHEDB)), exist_ok=True)
   with _file_lock():
+    try:  # the file this attempt sees: if it proves damaged, only this file is moved aside, never a newer one
+      st = os.stat(CACHEDB)
+      _Store.ident = (st.st_dev, st.st_ino)
+    except OSError:
+      _Store.ident = None
     conn = sqlite3.connect(CACHEDB, timeout=30, isolation_level=None, check_same_thread=False)
     try:
       conn.execute("PRAGMA journal_mode=WAL")
@@ -190,7 +195,7 @@ def _repair(e: sqlite3.Error | OSError) -> None:
     try:
       st = os.stat(CACHEDB)
       # another process may have repaired it already: a file that isn't the one we opened is the new one
-      if _Store.ident is None or (st.st_dev, st.st_ino) == _Store.ident:
+      if (st.st_dev, st.st_ino) == _Store.ident:
         for suffix in ("-wal", "-shm", ""):  # the WAL first: a stale one must never be replayed into the new database
           if os.path.exists(CACHEDB + suffix):
             os.replace(CACHEDB + suffix, f"{CACHEDB}.broken{suffix}")

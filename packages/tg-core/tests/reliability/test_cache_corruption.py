@@ -197,3 +197,17 @@ def test_concurrent_writers_stay_consistent(tmp_path):
     assert "CacheWarning" not in err, err
   rows = [(k, v) for t, k, v in _entries(db) if t.startswith("conc")]
   assert len(rows) == 40
+
+
+def test_processes_that_find_the_damage_together_repair_it_once(tmp_path):
+  db = str(tmp_path / "cache.db")
+  _ok(_run(db, DIRECT))
+  _checkpoint(db)
+  _damage_file(db, "random_bytes")
+  env = {**os.environ, "CACHEDB": db, "CACHELEVEL": "2"}
+  procs = [subprocess.Popen([sys.executable, "-c", DIRECT], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+  for p in procs:
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0 and "OK" in out, err[-3000:]
+  rows = [v for t, _, v in _entries(db) if t.startswith("t_")]
+  assert len(rows) == 1, "one working database, holding the entry"
