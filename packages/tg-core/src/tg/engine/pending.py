@@ -41,21 +41,22 @@ def _root(b: Buffer) -> Buffer:
 
 class PendingWork:
   def __init__(self, items: Iterable[ScheduleItem]) -> None:
-    self.items: list[ScheduleItem] = []
+    self.items: list[ScheduleItem] = list(items)
     self.writes: dict[Buffer, int] = {}  # buffer -> how many of the items write it
-    for si in items:
-      self.add(si)
+    for si in self.items:
+      self._mark(si)
+    if self.items:
+      _open.add(self)
 
-  def add(self, si: ScheduleItem, before: ScheduleItem | None = None) -> None:
-    """One more item, at the end or right before `before`; its outputs are pending from now on."""
-    if before is None:
-      self.items.append(si)
-    else:
-      self.items.insert(next(i for i, x in enumerate(self.items) if x is before), si)
+  def _mark(self, si: ScheduleItem) -> None:
     for b in si.outputs:
       b.pending = self
       self.writes[b] = self.writes.get(b, 0) + 1
-    _open.add(self)
+
+  def add(self, si: ScheduleItem, before: ScheduleItem) -> None:
+    """One more item, right before `before`; its outputs are pending from now on."""
+    self.items.insert(next(i for i, x in enumerate(self.items) if x is before), si)
+    self._mark(si)
 
   def _done(self, si: ScheduleItem) -> None:
     for b in si.outputs:
@@ -112,9 +113,20 @@ def adopt(schedule: list[ScheduleItem], planned: list[ScheduleItem]) -> PendingW
   PendingWork create_schedule made for them (with Ctrl-C held: no buffer is without its work in between)."""
   with hold_sigint():
     owners = {id(w): w for si in schedule for b in si.outputs if (w := b.pending) is not None}
+    if len(owners) == 1 and _same((w := next(iter(owners.values()))).items, schedule):  # the usual case: swap in the planned items
+      for old, new in zip(schedule, planned):
+        if old is not new:
+          w._done(old)
+          w._mark(new)
+      w.items = list(planned)
+      return w
     for w in owners.values():
       w.take(schedule)
     return PendingWork(planned)
+
+
+def _same(a: list[ScheduleItem], b: list[ScheduleItem]) -> bool:
+  return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 def settle(read: set[Buffer], written: set[Buffer]) -> None:
