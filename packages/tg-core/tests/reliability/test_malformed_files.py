@@ -125,6 +125,17 @@ def test_a_torch_zip_cut_short_is_an_error(tmp_path):
   _raises(torch_load, fn)
 
 
+def test_a_read_only_disk_buffer_past_the_end_is_an_error_not_a_longer_file(tmp_path):
+  path = str(tmp_path / "small.bin")
+  np.arange(4, dtype=np.int32).tofile(path)
+  before = _fingerprint(path)
+  with pytest.raises(ValueError, match="truncated"):
+    Buffer("DISK", 8, dtypes.int32, options=(path, 0, "r")).ensure_allocated()
+  ok = Buffer("DISK", 2, dtypes.int32, options=(path, 8, "r")).ensure_allocated()
+  np.testing.assert_array_equal(np.frombuffer(ok.as_buffer(), np.int32), [2, 3])
+  assert _fingerprint(path) == before
+
+
 def test_disk_writes_still_work(tmp_path):
   path = str(tmp_path / "raw.bin")
   Buffer("DISK", 4, dtypes.int32, options=path).copyin(memoryview(np.array([1, 2, 3, 4], np.int32).view(np.uint8)))
@@ -248,6 +259,25 @@ def test_a_malformed_gguf_file_names_the_file_and_the_field(tmp_path, make, word
   st = time.perf_counter()
   _raises(gguf_load, fn, *words)
   assert time.perf_counter() - st < 5, "a lying count was believed"
+
+
+def test_a_gguf_file_the_gguf_package_wrote_cut_anywhere(tmp_path):
+  gguf = pytest.importorskip("gguf")
+  fn = str(tmp_path / "real.gguf")
+  w = gguf.GGUFWriter(fn, "llama")
+  w.add_array("tokens", ["a", "bc", "def"] * 20)
+  w.add_uint32("n", 7)
+  w.add_tensor("w", np.arange(64, dtype=np.float32).reshape(8, 8))
+  w.write_header_to_file()
+  w.write_kv_data_to_file()
+  w.write_tensors_to_file()
+  w.close()
+  np.testing.assert_array_equal(gguf_load(fn)[1]["w"].numpy(), np.arange(64).reshape(8, 8))
+  data = open(fn, "rb").read()
+  for cut in range(24, len(data), 37):
+    with open(fn, "wb") as f:
+      f.write(data[:cut])
+    _raises(gguf_load, fn)
 
 
 def test_a_truncated_gguf_file(tmp_path):
