@@ -179,11 +179,6 @@ class IDiv(Function):
   def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.IDIV, y)
 
 
-class Mod(Function):
-  """The remainder of IDiv (C's %, the dividend's sign)."""
-  def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.MOD, y)
-
-
 class Where(Function):
   def forward(self, c: LazyBuffer, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
     self.c = c
