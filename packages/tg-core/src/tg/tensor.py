@@ -771,7 +771,8 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     if not isinstance(divisor, Tensor) and divisor == 0:
       raise ZeroDivisionError("integer division or modulo by zero")
     a, b = self._broadcasted(x, reverse)
-    q, r = F.IDiv.apply(a, b), F.Mod.apply(a, b)
+    q = F.IDiv.apply(a, b)
+    r = a - q * b  # C's %, from the quotient: one integer division, not two (CPUs have no vector integer division)
     if isinstance(divisor, Tensor):
       d = divisor.cast(b.dtype)
       if d.lazydata.is_unrealized_const():
@@ -779,8 +780,7 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
           raise ZeroDivisionError("integer division or modulo by zero")
       else:
         flag = (d == 0).any().contiguous()
-        divcheck.guard(q.lazydata, flag.lazydata)
-        divcheck.guard(r.lazydata, flag.lazydata)
+        divcheck.guard(q.lazydata, flag.lazydata)  # r is computed from q
     return a, b, q, r
 
   def _floor_fixup(self, a: Tensor, b: Tensor, r: Tensor) -> Tensor | None:
