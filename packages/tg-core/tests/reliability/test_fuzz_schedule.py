@@ -206,7 +206,7 @@ def test_random_graphs_match_numpy(data: st.DataObject) -> None:
   rng = np.random.default_rng(draw(st.integers(0, 2**16), label="seed"))
   pool = [_input(draw, rng) for _ in range(draw(st.integers(1, 2), label="inputs"))]
   realized: list[tuple[Val, str]] = []
-  for i in range(draw(st.integers(1, 8), label="steps")):
+  for i in range(draw(st.integers(1, 12), label="steps")):
     new = _step(draw, pool)
     if new is None:
       continue
