@@ -45,6 +45,15 @@ def _reads_through_view(x: LazyBuffer, target: LazyBuffer) -> bool:
 # a matmul-like sum is computed from packed operands (Renderer.matmul_panel) from this many multiply-adds on: below
 # it the operands stay in cache (measured on bench/gpt2_block.py: packing its 2**27-MAC matmuls too made it slower)
 PACK_MIN_MACS = 1 << 28
+# elements per output that one kernel of a split reduction combines (LazyBuffer._tree_reduce): a float32 sum's error
+# grows with the length of its sequential chains of adds, which this bounds (with a CPU kernel's 32 accumulators: 256
+# adds). Measured on CLANG (one level, then one kernel for the partials), relative error of 16M x 1e-3 / its time:
+# 4096: 1.0e-6 / 3.2-4.3 ms, 8192: 3.5e-7 / 3.0-3.2 ms, 16384: 5.6e-6 / 2.9-3.3 ms, 65536 (256 runs, as before the tree):
+# 1.7e-5 / 2.3-3.4 ms
+SUM_LEAF = 8192
+SUM_LAST = 256  # at most this many partials are left for the last kernel of a split reduction
+RUNS_ALIGN = 32  # a split kernel's partials are a multiple of this many (see LazyBuffer._tree_reduce)
+REDUCE_COMBINE = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.MAX: BinaryOps.MAX, ReduceOps.PROD: BinaryOps.MUL}
 
 
 def _panels(x: LazyBuffer, own: int, p: int) -> LazyBuffer:
@@ -253,27 +262,56 @@ class LazyBuffer:
     return None if out == list(srcs) else out[0].e(BinaryOps.MUL, out[1])
 
   def _split_reduce(self, op: ReduceOps, axis: tuple[int, ...]) -> LazyBuffer | None:
-    """A reduction of at least SPLIT_REDUCEOP elements over one axis becomes two kernels: partial results of
-    chunks, then the reduction of those. The partials can run in parallel, and a sum of sums loses less
-    precision than one long running sum. None when the reduction isn't split."""
-    threshold = SPLIT_REDUCEOP_THRESHOLD.value
-    if not SPLIT_REDUCEOP.value or len(axis) != 1 or not all(isinstance(s, int) for s in self.shape):
+    """A reduction of at least SPLIT_REDUCEOP_THRESHOLD elements (over one axis, or adjacent axes, taken as one) into
+    fewer than 256 outputs becomes several kernels: partial results of chunks, then the reduction of those. The partials
+    can run in parallel, and a sum of sums loses less precision than one long running sum: the reduction is split into
+    a tree (_tree_reduce) whose every kernel adds at most 2 * SUM_LEAF elements per output, so a float sum's rounding
+    error grows with log(n), not n. None when the reduction isn't split."""
+    if not SPLIT_REDUCEOP.value or not all(isinstance(s, int) for s in self.shape):
       return None
-    a = axis[0]
+    axis = tuple(sorted(axis))
+    if axis != tuple(range(axis[0], axis[-1] + 1)):
+      return None  # axes apart (a batchnorm's (0, 2, 3)) would need a permute: one kernel
+    a, b = axis[0], axis[-1] + 1
+    n = prod(self.shape[a:b])
+    assert isinstance(n, int)
+    out_size = prod(s for i, s in enumerate(self.shape) if i not in axis)
+    if n < SPLIT_REDUCEOP_THRESHOLD.value or out_size >= 256:  # enough outputs already to keep a device busy
+      return None
+    x = self.reshape(self.shape[:a] + (n,) + self.shape[b:]) if b - a > 1 else self
+    return x._tree_reduce(op, a).reshape(tuple(1 if i in axis else s for i, s in enumerate(self.shape)))
+
+  def _reduce_chunks(self, op: ReduceOps, a: int, chunks: int, m: int) -> LazyBuffer:
+    """One kernel: axis `a` (chunks * m long) reduced in `chunks` runs of m, giving `chunks` partials along `a`. The
+    reductions are built directly: neither is split again nor packed (not a product), and building them through r()
+    was half the Python of an eager sum."""
+    split = self.reshape(self.shape[:a] + (chunks, m) + self.shape[a + 1:])
+    parts = LazyBuffer.metaop(op, split.shape[:a + 1] + (1,) + split.shape[a + 2:], self.dtype, self.device, (a + 1,), (split,))
+    return parts.reshape(self.shape[:a] + (chunks,) + self.shape[a + 1:])
+
+  def _tree_reduce(self, op: ReduceOps, a: int) -> LazyBuffer:
+    """The reduction of axis `a` as a tree of kernels: each reduces runs of m elements into partials (m a power of two
+    from SUM_LEAF / 4 to 2 * SUM_LEAF that divides the axis, else SUM_LEAF, or SUM_LAST for a short axis), until at most
+    SUM_LAST are left for the last kernel. Inside a kernel a run is summed by several accumulators (vector lanes,
+    ACC_CHAINS), so each sequential chain of float adds stays short, whatever n is: with n = 16M, 2048 partials of 8192,
+    then 8 of 256, then the total. The last kernel is that short because a count with no power of two in it (2049
+    partials) gets neither vectors nor unrolled accumulators: one chain. The elements past the last whole run are a
+    tree of their own, combined at the end: a shrink (padding with the identity would make the scheduler realize an
+    input whose op isn't 0 at 0, a % or an exp, in full)."""
     n = self.shape[a]
     assert isinstance(n, int)
-    out_size = prod(s for i, s in enumerate(self.shape) if i != a)
-    if n < threshold or out_size >= 256:  # enough outputs already to keep a device busy
-      return None
-    chunks = next((c for c in (256, 128, 64, 32, 16, 8) if n % c == 0 and n // c >= 256), None)
-    if chunks is None:
-      return None
-    # the two reductions directly: neither is split again (chunks * out_size >= 256 outputs, then <= 256 elements)
-    # nor packed (not a product), and building them through r() was half the Python of an eager sum
-    split = self.reshape(self.shape[:a] + (chunks, n // chunks) + self.shape[a + 1:])
-    parts = LazyBuffer.metaop(op, split.shape[:a + 1] + (1,) + split.shape[a + 2:], self.dtype, self.device, (a + 1,), (split,))
-    total = LazyBuffer.metaop(op, parts.shape[:a] + (1,) + parts.shape[a + 1:], self.dtype, self.device, (a,), (parts,))
-    return total.reshape(tuple(1 if i == a else s for i, s in enumerate(self.shape)))
+    if n <= SUM_LAST:
+      return LazyBuffer.metaop(op, self.shape[:a] + (1,) + self.shape[a + 1:], self.dtype, self.device, (a,), (self,))
+    m = next((m for m in (SUM_LEAF, 2 * SUM_LEAF, SUM_LEAF // 2, SUM_LEAF // 4) if n % m == 0 and n // m >= 2),
+             SUM_LEAF if n >= 2 * SUM_LEAF else SUM_LAST)
+    runs = n // m
+    if runs > RUNS_ALIGN:  # a count of outputs with no power of two in it gets no LOCAL/UPCAST (a GPU thread then sums
+      runs -= runs % RUNS_ALIGN  # a whole run alone): the runs that don't fit a multiple go to the tail
+    rest = n - runs * m
+    def part(lo: int, hi: int) -> LazyBuffer:
+      return self.shrink(tuple((lo, hi) if i == a else (0, s) for i, s in enumerate(self.shape)))
+    total = (part(0, runs * m) if rest else self)._reduce_chunks(op, a, runs, m)._tree_reduce(op, a)
+    return total.e(REDUCE_COMBINE[op], part(runs * m, n)._tree_reduce(op, a)) if rest else total
 
   # ---------- movement: views only ----------
   def _view(self, new_st: ShapeTracker) -> LazyBuffer:

@@ -37,17 +37,20 @@ def test_arange_int64_max_past_int32() -> None:
 
 
 def test_fused_index_sum_past_int32() -> None:
-  # the sum of i % 1000 over i < BIG: every index is computed in the kernel, none is read from memory
+  # 0..254 repeated, cut to BIG elements: the flat index of each element (past 2^31) is computed in the kernel
   _skip_slow()
-  got = (Tensor.arange(BIG, dtype=dtypes.int64) % 1000).sum().item()
-  full, rest = divmod(BIG, 1000)
-  assert got == full * (999 * 1000 // 2) + rest * (rest - 1) // 2
+  x = Tensor(np.arange(255, dtype=np.int64)).reshape(1, 255).expand(BIG // 255 + 1, 255).flatten()[:BIG]
+  full, rest = divmod(BIG, 255)
+  assert x.sum().item() == full * (254 * 255 // 2) + rest * (rest - 1) // 2
+  assert x[BIG - 3:].sum().item() == sum((BIG - k) % 255 for k in (1, 2, 3))
 
 
 def test_sum_of_expand_past_int32() -> None:
   # a (3, 2^30+7) expand of one value: the iteration space (3 * 2^30 + 21 elements) passes int32, each axis doesn't
   _skip_slow()
   n = 2**31 // 2 + 7
+  got = Tensor([[1.0]]).expand(3, n).sum().item()
+  assert got == pytest.approx(3 * n, rel=1e-6)  # one long float32 running sum stops at 2^24
   got_int = Tensor([[2]], dtype=dtypes.int64).expand(3, n).sum().item()
   assert got_int == 2 * 3 * n
 

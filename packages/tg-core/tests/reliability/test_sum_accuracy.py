@@ -1,0 +1,64 @@
+"""Large float32 sums: the summation order must make the rounding error grow with log(n), not n (a tree of partial
+sums). Each sum is checked against float64 on the same float32 values; the bound, 2 * log2(n) float32 epsilons (2^-24),
+is what a tree meets and one long running sum per chunk (16M x 1e-3: 1.7e-5) does not."""
+import math
+
+import numpy as np
+import pytest
+
+from tg import Device, Tensor, dtypes
+
+
+def _bound(n: int) -> float:
+  return 2 * math.log2(n) * 2.0**-24
+
+
+def _rel_err(x: np.ndarray, got: float) -> float:
+  ref = x.astype(np.float64).sum()
+  return float(abs(got - ref) / abs(ref))
+
+
+def _skip_big(n: int) -> None:
+  if Device.DEFAULT == "PYTHON" and n > 1 << 20:
+    pytest.skip("the PYTHON interpreter sums 16M elements for minutes")
+
+
+@pytest.mark.parametrize("n", [1 << 20, 1 << 24], ids=["1M", "16M"])
+def test_constant_sum_error_grows_with_log_n(n: int) -> None:
+  _skip_big(n)
+  x = np.full(n, 1e-3, dtype=np.float32)  # every add rounds the same way: the worst case for a long running sum
+  assert _rel_err(x, Tensor(x).sum().item()) < _bound(n)
+
+
+@pytest.mark.parametrize("n", [1 << 20, 1 << 24], ids=["1M", "16M"])
+def test_uniform_sum_and_mean(n: int) -> None:
+  _skip_big(n)
+  x = np.random.default_rng(0).random(n, dtype=np.float32)
+  t = Tensor(x)
+  assert _rel_err(x, t.sum().item()) < _bound(n)
+  assert abs(t.mean().item() - x.astype(np.float64).mean()) < 0.5 * _bound(n)
+
+
+def test_sum_of_odd_length_and_two_axes() -> None:
+  # a length that no run size divides (the rest is a tree of its own) and a sum over two adjacent axes (taken as one)
+  _skip_big(1 << 24)
+  n = (1 << 24) + 12345
+  x = np.full(n, 1e-3, dtype=np.float32)
+  assert _rel_err(x, Tensor(x).sum().item()) < _bound(n)
+  y = np.full((3, 4099, 1367), 1e-3, dtype=np.float32)
+  got = Tensor(y).sum(axis=(1, 2)).numpy()
+  np.testing.assert_array_less(np.abs(got - y[0].astype(np.float64).sum()) / y[0].astype(np.float64).sum(), _bound(y[0].size))
+
+
+def test_split_max_and_int_sum_stay_exact() -> None:
+  # the tree applies to every reduction: max and integer sums must come out exact, odd lengths included
+  _skip_big(1 << 24)
+  n = (1 << 22) + 7
+  x = np.random.default_rng(1).integers(-1000, 1000, n).astype(np.int32)
+  x[n - 3] = 5000  # in the tail that no whole run covers
+  t = Tensor(x)
+  assert t.max().item() == 5000
+  if dtypes.int64 not in getattr(Device[Device.DEFAULT].renderer, "missing_dtypes", ()):
+    assert t.cast(dtypes.int64).sum().item() == int(x.astype(np.int64).sum())
+  f = Tensor(x.astype(np.float32))
+  assert f.max().item() == 5000.0 and f.min().item() == float(x.min())
