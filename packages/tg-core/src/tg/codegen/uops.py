@@ -5,6 +5,7 @@ common subexpressions are shared for free and a graph can be compared with `is`.
 """
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from enum import Enum, auto
 from typing import Any
@@ -47,10 +48,24 @@ class UOps(Enum):
                           # threads (tg.codegen.tensor_core); dtype = this thread's fragment of D
 
 
+class _Interned(weakref.ref):  # type: ignore[type-arg]
+  """The intern table's weak reference to a UOp, with the key to drop when the UOp goes."""
+  __slots__ = ("key",)
+  key: tuple[Any, ...]
+
+
+def _forget(ref: _Interned) -> None:
+  if UOp._cache.get(ref.key) is ref:  # not a newer node of the same key
+    del UOp._cache[ref.key]
+
+
 class UOp:
-  """One node of the kernel IR. Construct with UOp(op, dtype, src, arg); identical nodes are one object."""
+  """One node of the kernel IR. Construct with UOp(op, dtype, src, arg); identical nodes are one object.
+
+  The intern table holds nodes weakly (a plain dict of weak references, which keeps lookups at dict speed): a node
+  lives as long as a graph, a Program or a caller holds it, so compiling kernel after kernel doesn't grow it."""
   __slots__ = ("__weakref__", "arg", "dtype", "op", "src")
-  _cache: dict[tuple[Any, ...], UOp] = {}
+  _cache: dict[tuple[Any, ...], _Interned] = {}
   op: UOps
   dtype: DType | None
   src: tuple[UOp, ...]
@@ -59,11 +74,12 @@ class UOp:
   def __new__(cls, op: UOps, dtype: DType | None = None, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
     # a float by its bits: -0.0 == 0.0 would make them one node, and nan != nan a new node per use
     key = (op, dtype, src, arg.hex() if type(arg) is float else arg, type(arg))
-    if (ret := UOp._cache.get(key)) is not None:
-      return ret
+    if (ref := UOp._cache.get(key)) is not None and (ret := ref()) is not None:
+      return ret  # type: ignore[no-any-return]
     ret = super().__new__(cls)
     ret.op, ret.dtype, ret.src, ret.arg = op, dtype, src, arg
-    UOp._cache[key] = ret
+    ref = UOp._cache[key] = _Interned(ret, _forget)
+    ref.key = key
     return ret
 
   def __reduce__(self) -> tuple[Any, ...]:

@@ -113,15 +113,15 @@ def adopt(schedule: list[ScheduleItem], planned: list[ScheduleItem]) -> PendingW
   PendingWork create_schedule made for them (with Ctrl-C held: no buffer is without its work in between)."""
   with hold_sigint():
     owners = {id(w): w for si in schedule for b in si.outputs if (w := b.pending) is not None}
-    if len(owners) == 1 and _same((w := next(iter(owners.values()))).items, schedule):  # the usual case: swap in the planned items
+    if len(owners) == 1 and _same((mine := next(iter(owners.values()))).items, schedule):  # the usual case: swap in the planned items
       for old, new in zip(schedule, planned):
         if old is not new:
-          w._done(old)
-          w._mark(new)
-      w.items = list(planned)
-      return w
-    for w in owners.values():
-      w.take(schedule)
+          mine._done(old)
+          mine._mark(new)
+      mine.items = list(planned)
+      return mine
+    for other in owners.values():
+      other.take(schedule)
     return PendingWork(planned)
 
 

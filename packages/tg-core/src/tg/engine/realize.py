@@ -8,6 +8,7 @@ failure part way leaves the rest of the schedule to do, not garbage that looks c
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,7 +37,9 @@ class CompiledRunner(Runner):
   """A rendered, compiled and loaded kernel."""
 
   def __init__(self, p: Program) -> None:
-    self.p = p
+    # the UOps are not needed once the source is rendered: a cached runner keeping them would keep its whole kernel
+    # graph alive (the UOp intern table is weak)
+    self.p = dataclasses.replace(p, uops=[]) if p.uops else p
     dev = Device[p.device]
     if dev.compiler is None or dev.runtime is None:
       raise RuntimeError(f"device {p.device} can't run kernels (its plugin gave no compiler or runtime)")
@@ -71,25 +74,33 @@ class EmptyOp(Runner):
     return None
 
 
+# compiled kernels, the most recently used last. Bounded: a program that keeps making new kernels (a TinyJit per
+# learning rate, say) must not keep every one it ever compiled; a TinyJit holds its own runners, so evicting one it
+# uses costs nothing, and an eager kernel evicted is found again in the device's compile cache on disk.
 method_cache: dict[tuple[str, LazyOp], CompiledRunner] = {}
+METHOD_CACHE_SIZE = 1024
 
 
 def get_runner(device: str, ast: LazyOp, bufs: list[Buffer] | None = None, var_vals: dict[Variable, int] | None = None) -> CompiledRunner:
   """The compiled kernel for `ast`: optimized by BEAM search (BEAM=n, timed on `bufs`) or by the heuristics."""
   key = (device, ast)
-  if (ret := method_cache.get(key)) is None:
-    renderer = Device[device].renderer
-    if renderer is None:
-      raise RuntimeError(f"device {device} can't run kernels: its plugin has no renderer. Compute on another device and copy.")
-    if DEBUG >= 3:
-      print(ast)
-    k = Kernel(ast, renderer)
-    if (beam := BEAM.value) >= 1 and bufs is not None:
-      from tg.engine.search import beam_search
-      k = beam_search(k, bufs, beam, var_vals)
-    else:
-      k.hand_coded_optimizations()
-    ret = method_cache[key] = CompiledRunner(k.to_program())
+  if (ret := method_cache.pop(key, None)) is not None:
+    method_cache[key] = ret  # now the most recently used
+    return ret
+  renderer = Device[device].renderer
+  if renderer is None:
+    raise RuntimeError(f"device {device} can't run kernels: its plugin has no renderer. Compute on another device and copy.")
+  if DEBUG >= 3:
+    print(ast)
+  k = Kernel(ast, renderer)
+  if (beam := BEAM.value) >= 1 and bufs is not None:
+    from tg.engine.search import beam_search
+    k = beam_search(k, bufs, beam, var_vals)
+  else:
+    k.hand_coded_optimizations()
+  ret = method_cache[key] = CompiledRunner(k.to_program())
+  while len(method_cache) > METHOD_CACHE_SIZE:
+    del method_cache[next(iter(method_cache))]
   return ret
 
 
