@@ -144,8 +144,8 @@ def _resolve(k: Kernel, raw: RawOpt) -> Opt:
     op, axis, amt = raw  # type: ignore[misc]
     return Opt(op, None, max(amt, 0) % 2) if op is OptOps.TC else Opt(op, axis, amt)  # TC names no axis; amt picks the core
   _, op, i, j = raw  # type: ignore[misc]
-  if op in (OptOps.TC, OptOps.NOLOCALS):
-    return Opt(op, None, 0)
+  if op in (OptOps.TC, OptOps.NOLOCALS) or not k.full_shape:  # a kernel of one scalar has no axis: any is out of range
+    return Opt(op, None if op in (OptOps.TC, OptOps.NOLOCALS) else i, 0)
   axis = i % len(k.full_shape)
   size = k.full_shape[axis]
   amts = [0, 2, 3, 4, 8, 16] if op is OptOps.PADTO or not isinstance(size, int) else [0] + [d for d in range(2, size + 1) if size % d == 0]
@@ -213,6 +213,7 @@ U, R, P, L, G, GT = OptOps.UPCAST, OptOps.UNROLL, OptOps.PADTO, OptOps.LOCAL, Op
 
 
 # pinned cases, so that every backend's CI run covers each path whatever the random draws give
+@example(Case("reduce", (1,), (0, 0, 0, 0, 0), 0), [("fit", U, 0, 0)])  # one scalar: no axes
 @example(Case("tc", (16, 32), (8,), 1), [(OptOps.TC, None, 0), (U, 0, 2)])
 @example(Case("reduce", (8, 12), (0, 0, 1, 2, 0), 2), [(GT, 1, 4), (L, 0, 2), (U, 0, 2)])
 @example(Case("elementwise", (7, 5), (1, 2, 3, 0, 0), 3), [(P, 0, 4), (U, 0, 4), (P, 2, 8), (U, 2, 8)])
