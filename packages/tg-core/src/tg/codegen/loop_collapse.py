@@ -96,8 +96,12 @@ def _collapse(red: UOp) -> UOp | None:
       val = t * _max(end + -start, UOp.const(i32, 0)).cast(red.dtype)
       out = val if out is None else out + val
       continue
-    if not (t.op is UOps.ALU and t.arg is TernaryOps.WHERE and t.src[2].op is UOps.CONST and t.src[2].arg == 0):
+    w = t.src[0] if t.op is UOps.CAST else t  # a widened count (an int32 sum accumulated in int64): cast the term instead
+    if not (w.op is UOps.ALU and w.arg is TernaryOps.WHERE and w.src[2].op is UOps.CONST and w.src[2].arg == 0):
       return None
+    if w is not t:
+      assert t.dtype is not None
+      t = w.src[0].alu(TernaryOps.WHERE, w.src[1].cast(t.dtype), UOp.const(t.dtype, 0))
     cond, x = t.src[0], t.src[1]
     if _depends_on(x, r) or (iv := _interval(cond, r, start, end)) is None:
       return None

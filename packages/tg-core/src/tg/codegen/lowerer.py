@@ -23,14 +23,18 @@ class IndexOverflow(Exception):
   """An index expression of a kernel leaves the range of the index dtype it is being lowered in."""
 
 
+_INT_RANGE = {dt: (dtypes.min(dt), dtypes.max(dt)) for dt in (dtypes.int32, dtypes.int64)}
+
+
 def _fits(dt: DType, lo: object, hi: object) -> bool:
-  return bool(dtypes.min(dt) <= lo and hi <= dtypes.max(dt))  # type: ignore[operator]
+  d_lo, d_hi = _INT_RANGE[dt] if dt in _INT_RANGE else (dtypes.min(dt), dtypes.max(dt))
+  return bool(d_lo <= lo and hi <= d_hi)  # type: ignore[operator]
 
 
 def node_to_uop(node: sint, ctx: dict[Variable, UOp], dt: DType = dtypes.int32) -> UOp:
   """A symbolic expression as UOps of the integer dtype `dt`: Variables come from `ctx` (loop indices, thread ids, kernel
-  arguments). Raises IndexOverflow when it, or any value computed on the way, can leave `dt`'s range (UOp bounds are
-  Python ints: they show what the device's wrapping arithmetic would hide)."""
+  arguments). Raises IndexOverflow when it, or any value computed on the way, can leave `dt`'s range (a Node's bounds
+  are Python ints: they show what the device's wrapping arithmetic would hide)."""
   if isinstance(node, (int, NumNode)):
     val = node if isinstance(node, int) else node.b
     if not _fits(dt, val, val):
@@ -38,10 +42,13 @@ def node_to_uop(node: sint, ctx: dict[Variable, UOp], dt: DType = dtypes.int32) 
     return UOp.const(dt, val)
   if isinstance(node, Variable):
     return ctx[node]
-  out = _node_to_uop(node, ctx, dt)
-  if out.dtype == dt and not _fits(dt, out.vmin, out.vmax):
-    raise IndexOverflow(f"{node} reaches [{out.vmin}, {out.vmax}], beyond {dt}")
-  return out
+  if not _fits(dt, node.min, node.max):
+    raise IndexOverflow(f"{node} reaches [{node.min}, {node.max}], beyond {dt}")
+  return _node_to_uop(node, ctx, dt)
+
+
+def _node_bounds(node: sint) -> tuple[int, int]:
+  return (node, node) if isinstance(node, int) else (node.min, node.max)
 
 
 def _node_to_uop(node: Node, ctx: dict[Variable, UOp], dt: DType) -> UOp:
@@ -50,6 +57,8 @@ def _node_to_uop(node: Node, ctx: dict[Variable, UOp], dt: DType) -> UOp:
     # multiple of the divisor until it can't be negative, where the two agree: (a + k*b)//b - k.
     b_min = node.b if isinstance(node.b, int) else node.b.min
     k = (-node.a.min + b_min - 1) // b_min  # ceil(-a.min / b.min)
+    if not _fits(dt, 0, node.a.max + k * (node.b if isinstance(node.b, int) else node.b.max)):
+      raise IndexOverflow(f"the shifted numerator of {node} leaves {dt}")
     shifted = node_to_uop(node.a, ctx, dt) + node_to_uop(node.b * k, ctx, dt)
     b = node_to_uop(node.b, ctx, dt)
     return shifted.alu(BinaryOps.IDIV, b) + (-k) if isinstance(node, DivNode) else shifted.alu(BinaryOps.MOD, b)
@@ -59,9 +68,12 @@ def _node_to_uop(node: Node, ctx: dict[Variable, UOp], dt: DType) -> UOp:
     return a.alu(op, b)
   if isinstance(node, SumNode):
     ret = node_to_uop(node.nodes[0], ctx, dt)
+    lo, hi = _node_bounds(node.nodes[0])
     for n in node.nodes[1:]:
       ret = ret + node_to_uop(n, ctx, dt)
-      if not _fits(dt, ret.vmin, ret.vmax):  # a partial sum can pass the range that the whole sum stays in
+      n_lo, n_hi = _node_bounds(n)
+      lo, hi = lo + n_lo, hi + n_hi
+      if not _fits(dt, lo, hi):  # a partial sum can pass the range that the whole sum stays in
         raise IndexOverflow(f"a partial sum of {node} leaves {dt}")
     return ret
   if isinstance(node, AndNode):
