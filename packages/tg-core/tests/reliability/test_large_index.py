@@ -88,3 +88,20 @@ def test_no_int64_device_refuses_big_kernels() -> None:
     pytest.skip(f"{Device.DEFAULT} has int64 in kernels")
   with pytest.raises(ValueError, match="2\\^31"):
     Tensor.arange(BIG, dtype=dtypes.float32).max().item()
+
+
+def test_int64_index_math_is_right_on_small_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+  # every renderer's 64-bit index path (loops, thread ids widened, gated loads, reductions), on kernels small enough for
+  # any device: the lowerer is made to pick int64 where it would pick int32
+  if not _has_int64():
+    pytest.skip(f"{Device.DEFAULT} has no int64 in kernels")
+  from tg.codegen import lowerer
+  monkeypatch.setattr(lowerer.Lowerer, "lower", lambda self: self._lower_in(dtypes.int64))
+  rng = np.random.default_rng(0)
+  a, b = rng.random((33, 17), dtype=np.float32), rng.random((17, 9), dtype=np.float32)
+  ta, tb = Tensor(a), Tensor(b)
+  np.testing.assert_allclose((ta @ tb).numpy(), a @ b, rtol=1e-5)
+  np.testing.assert_allclose(ta.pad(((1, 2), (3, 0))).sum(0).numpy(), np.pad(a, ((1, 2), (3, 0))).sum(0), rtol=1e-5)
+  np.testing.assert_equal(ta.permute(1, 0)[2:9, ::3].contiguous().numpy(), a.T[2:9, ::3])
+  np.testing.assert_equal(Tensor.arange(1000).reshape(10, 100).max(1).numpy(), np.arange(1000).reshape(10, 100).max(1))
+  np.testing.assert_allclose(ta.softmax(1).numpy(), np.exp(a) / np.exp(a).sum(1, keepdims=True), rtol=1e-5)
