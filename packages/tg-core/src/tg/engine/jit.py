@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from tg.device import Buffer, Device
-from tg.engine import memory
+from tg.engine import memory, pending
 from tg.engine.realize import CompiledRunner, ExecItem, capturing
 from tg.helpers import DEBUG
 from tg.settings import JIT, JIT_GRAPH
@@ -116,8 +116,13 @@ class TinyJit(Generic[ReturnType]):
       b = buffers[i]
       assert b is not None
       self.jit_cache[j].bufs[k] = b
-    if self.graph is not None:
-      self.graph(var_vals)
-      return
-    for ei, vals in zip(self.jit_cache, self.captured_vals):
-      ei.run({**vals, **var_vals})
+    if pending.has_open():  # a failed realize left kernels to run that read what this replay overwrites: run them first
+      roots = {pending.root(b) for ei in self.jit_cache for b in ei.bufs}
+      pending.settle(roots, roots)
+    # a replay is one step (an optimizer's state and parameters move together): Ctrl-C waits for its end
+    with pending.hold_sigint():
+      if self.graph is not None:
+        self.graph(var_vals)
+        return
+      for ei, vals in zip(self.jit_cache, self.captured_vals):
+        ei.run({**vals, **var_vals})

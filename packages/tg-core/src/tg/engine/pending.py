@@ -33,10 +33,16 @@ if TYPE_CHECKING:
 _open: weakref.WeakSet[PendingWork] = weakref.WeakSet()
 
 
-def _root(b: Buffer) -> Buffer:
+def root(b: Buffer) -> Buffer:
+  """The buffer that owns the memory `b` is in."""
   while b._base is not None:
     b = b._base
   return b
+
+
+def has_open() -> bool:
+  """Whether some scheduled work is still to run (a run failed part way, or a schedule was made and not run)."""
+  return bool(_open)
 
 
 class PendingWork:
@@ -86,8 +92,8 @@ class PendingWork:
     read, written = set(read), set(written)
     out: list[ScheduleItem] = []
     for si in reversed(self.items):
-      outs = {_root(b) for b in si.outputs}
-      ins = {_root(b) for b in si.bufs[len(si.outputs):]}
+      outs = {root(b) for b in si.outputs}
+      ins = {root(b) for b in si.bufs[len(si.outputs):]}
       if outs & (read | written) or ins & written:
         out.append(si)
         read |= ins
@@ -157,10 +163,10 @@ def settle_graph(bases: Iterable[object]) -> None:
     seen.add(id(b))
     if b.op is None:
       if b.buffer.pending is not None:
-        read.add(_root(b.buffer))
+        read.add(root(b.buffer))
       continue
     if b.op is MetaOps.ASSIGN:
-      written.add(_root(b.buffer))
+      written.add(root(b.buffer))
     stack.extend(b.srcs)
   if read or written:
     settle(read, written)
