@@ -167,7 +167,8 @@ SCHEDULE_CACHE = Setting("SCHEDULE_CACHE", 1, "0: schedule every graph afresh (b
 NO_MEMORY_PLANNER = Setting("NO_MEMORY_PLANNER", 0, "1: every intermediate buffer of a schedule or TinyJit capture gets memory of its own (no reuse)")
 SPLIT_REDUCEOP = Setting("SPLIT_REDUCEOP", 1, "0: don't split large reductions into a tree of kernels")
 SPLIT_REDUCEOP_THRESHOLD = Setting("SPLIT_REDUCEOP_THRESHOLD", 32768,
-                                   "reductions over at least this many elements are split into a tree of kernels (a float sum's error then grows with log(n))")
+                                   "reductions over at least this many elements are split into a tree of kernels "
+                                   "(a float sum's error then grows with log(n))")
 PACK = Setting("PACK", 1, "0: large matmuls on CLANG and LLVM are not copied into panels first (see `Renderer.matmul_panel`)")
 LRU = Setting("LRU", 1, "0: freed device buffers go back to the device at once instead of being kept for reuse")
 CPU_THREADS = Setting("CPU_THREADS", os.cpu_count() or 1, "threads a big CLANG or LLVM kernel is split across", shown_default="the number of cores")
