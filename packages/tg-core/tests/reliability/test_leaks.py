@@ -93,13 +93,14 @@ def test_dropped_jits_with_their_own_kernels_free_their_programs(monkeypatch):
 
 @needs_proc
 def test_200_dropped_jits_keep_rss_flat():
-  """200 TinyJits made, captured, replayed and dropped (was +0.26 MiB each)."""
+  """200 TinyJits made, captured, replayed and dropped (40 on the slow PYTHON interpreter)."""
+  n = 40 if slow_device else 200
   for _ in range(10):  # warm up: allocator caches, compiled kernels
     _jit_run(3.0)
   gc.collect()
   r0 = rss_mib()
-  for _ in range(200):
+  for _ in range(n):
     _jit_run(3.0)
   gc.collect()
   grown = rss_mib() - r0
-  assert grown < 3.0, f"RSS grew {grown:.2f} MiB over 200 dropped TinyJits"
+  assert grown < 3.0, f"RSS grew {grown:.2f} MiB over {n} dropped TinyJits"
