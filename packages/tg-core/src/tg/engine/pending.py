@@ -46,6 +46,8 @@ def has_open() -> bool:
 
 
 class PendingWork:
+  """ScheduleItems still to run, in order; the buffers they write are pending on it."""
+
   def __init__(self, items: Iterable[ScheduleItem]) -> None:
     self.items: list[ScheduleItem] = list(items)
     self.writes: dict[Buffer, int] = {}  # buffer -> how many of the items write it
@@ -100,14 +102,15 @@ class PendingWork:
         written |= outs
     return out[::-1]
 
-  def run(self, items: list[ScheduleItem], run_item: Callable[[ScheduleItem], None]) -> None:
-    """Run `items` (ours, in our order) with `run_item`; each one that returned is done. Stops at the first that
-    raises, which stays to do with the rest."""
+  def run(self, items: list[ScheduleItem], lower: Callable[[ScheduleItem], Callable[[], object]]) -> None:
+    """Run `items` (ours, in our order): `lower` compiles one and returns what runs it; each item whose run returned
+    is done. Stops at the first that raises, which stays to do with the rest."""
     ran: set[int] = set()
     try:
       for si in items:
+        go = lower(si)  # compiling (BEAM search, say) may take long: Ctrl-C stops it at once
         with hold_sigint():
-          run_item(si)
+          go()
           self._done(si)
           ran.add(id(si))
     finally:
@@ -140,10 +143,10 @@ def settle(read: set[Buffer], written: set[Buffer]) -> None:
   tensors a failed run left to compute, or one that overwrites in place what a pending item reads."""
   if not _open:
     return
-  from tg.engine.realize import run_schedule_item
+  from tg.engine.realize import lower_to_run
   for w in list(_open):
     if (todo := w.needed(read, written)):
-      w.run(todo, run_item=run_schedule_item)
+      w.run(todo, lower=lambda si: lower_to_run(si, capture=False))
 
 
 def settle_graph(bases: Iterable[object]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,15 +156,15 @@ def capturing() -> Iterator[list[tuple[ExecItem, dict[Variable, int]]]]:
     _capture_stack.pop()
 
 
-def run_schedule_item(si: ScheduleItem) -> None:
-  lower_schedule_item(si).run(si.var_vals)
-
-
-def _run_and_capture(si: ScheduleItem) -> None:
+def lower_to_run(si: ScheduleItem, capture: bool = True) -> Callable[[], object]:
+  """Compile `si` now; what runs it (recorded for a TinyJit capturing, with `capture`) is returned."""
   ei = lower_schedule_item(si)
-  if _capture_stack and not isinstance(ei.prg, EmptyOp):
-    _capture_stack[-1].append((ei, si.var_vals))
-  ei.run(si.var_vals)
+
+  def go() -> None:
+    if capture and _capture_stack and not isinstance(ei.prg, EmptyOp):
+      _capture_stack[-1].append((ei, si.var_vals))
+    ei.run(si.var_vals)
+  return go
 
 
 def run_schedule(schedule: list[ScheduleItem]) -> None:
@@ -172,7 +172,7 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
   (engine/pending.py), and the exception goes on up."""
   planned = memory.plan_schedule(schedule)
   work = pending.adopt(schedule, planned)
-  work.run(list(work.items), run_item=_run_and_capture)
+  work.run(list(work.items), lower=lower_to_run)
 
 
 def realize_lazybuffers(lbs: list[Any]) -> None:
