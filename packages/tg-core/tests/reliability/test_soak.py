@@ -44,7 +44,8 @@ def make_step(jit: bool) -> Callable[[], float]:
   rng = np.random.default_rng(0)
   model = MLP()
   opt = Adam([model.l1.weight, model.l1.bias, model.l2.weight, model.l2.bias], lr=1e-3)
-  x, y = Tensor(rng.standard_normal((8, 16)).astype(np.float32)).realize(), Tensor(rng.integers(0, 4, 8)).realize()
+  x = Tensor(rng.standard_normal((8, 16)).astype(np.float32)).realize()
+  y = Tensor(rng.integers(0, 4, 8).astype(np.int32)).realize()  # int32 labels: WEBGPU has no int64
 
   def step(x: Tensor, y: Tensor) -> Tensor:
     with Tensor.train():
