@@ -12,13 +12,17 @@ The error is the Tensor's job, at no cost for float division and little for inte
   if one is set. A guard whose division result is never realized is dropped with it (weak reference).
 - A failed guard stays: reading the same division result again raises again.
 
-Not covered: kernels captured by TinyJit replay without the check (the guard's kernel runs, nobody reads it).
+Under TinyJit the guards' kernels are captured with the rest; `recording` collects the flag buffers the capture
+checked, the jit keeps them out of its scratch memory, and `check_flags` reads them after every replay.
 """
 from __future__ import annotations
 
+import contextlib
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+from tg.device import Buffer
 from tg.lazy import LazyBuffer
 
 ERROR = "integer division or modulo by zero: a divisor tensor of //, % or idiv holds a 0"
@@ -32,6 +36,7 @@ class _Guard:
 
 
 _pending: list[_Guard] = []
+_recorders: list[list[Buffer]] = []  # while a TinyJit captures: the flag buffers its checks read
 
 
 def guard(result: LazyBuffer, divisor_is_zero_anywhere: LazyBuffer) -> None:
@@ -76,10 +81,29 @@ def check(hit: list[_Guard]) -> None:
     return
   failed = False
   for g in hit:
+    if _recorders and g.flag.base.buffer not in _recorders[-1]:
+      _recorders[-1].append(g.flag.base.buffer)
     if not g.failed:
       g.failed = bool(g.flag.base.buffer.as_buffer()[0])
     failed |= g.failed
   ok = {id(g) for g in hit if not g.failed}
   _pending[:] = [g for g in _pending if id(g) not in ok]
   if failed:
+    raise ZeroDivisionError(ERROR)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[Buffer]]:
+  """Collect the flag buffers that the checks made inside the block read (TinyJit's capture)."""
+  flags: list[Buffer] = []
+  _recorders.append(flags)
+  try:
+    yield flags
+  finally:
+    _recorders.pop()
+
+
+def check_flags(flags: list[Buffer]) -> None:
+  """After a TinyJit replay, which ran the guards' kernels again: raise ZeroDivisionError if a divisor held a zero."""
+  if any(f.as_buffer()[0] for f in flags):
     raise ZeroDivisionError(ERROR)

@@ -96,6 +96,21 @@ def test_tensor_zero_divisor_raises_when_read():
   assert (a // Tensor([1, 2, 3])).tolist() == [1, 1, 1]
 
 
+def test_tensor_zero_divisor_raises_on_jit_replay():
+  from tg import TinyJit
+
+  @TinyJit
+  def f(a: Tensor, b: Tensor) -> Tensor:
+    return (a // b).realize()
+
+  a = Tensor([7, -7, 9], dtype=dtypes.int32).realize()
+  for _ in range(3):  # run, capture, replay
+    assert f(a, Tensor([2, 2, 3], dtype=dtypes.int32).realize()).tolist() == [3, -4, 3]
+  with pytest.raises(ZeroDivisionError):  # a replay runs the captured guard kernel and reads its flag
+    f(a, Tensor([2, 0, 3], dtype=dtypes.int32).realize())
+  assert f(a, Tensor([2, -2, 4], dtype=dtypes.int32).realize()).tolist() == [3, 3, 2]
+
+
 def test_unrelated_realize_is_not_blamed():
   bad = Tensor([1, 2]) // Tensor([0, 1])
   assert (Tensor([4, 6]) // 2).tolist() == [2, 3]

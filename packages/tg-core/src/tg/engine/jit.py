@@ -16,6 +16,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from tg import divcheck
 from tg.device import Buffer, Device
 from tg.engine import memory, pending
 from tg.engine.realize import CompiledRunner, ExecItem, capturing
@@ -55,6 +56,7 @@ class TinyJit(Generic[ReturnType]):
     self.signature: list[tuple[str, tuple[Any, ...]]] = []
     self.ret: Any = None
     self.graph: Any = None
+    self.div_flags: list[Buffer] = []  # integer divisions' zero-divisor flags (tg.divcheck), read after each replay
 
   def __get__(self, obj: Any, objtype: Any = None) -> Any:
     """Used as a method decorator, bind the instance."""
@@ -89,7 +91,7 @@ class TinyJit(Generic[ReturnType]):
     return self.ret  # type: ignore[no-any-return]
 
   def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], buffers: list[Buffer | None]) -> None:
-    with capturing() as captured:
+    with capturing() as captured, divcheck.recording() as self.div_flags:
       self.ret = self.fxn(*args, **kwargs)
     from tg.tensor import Tensor
     outs = [self.ret] if isinstance(self.ret, Tensor) else list(self.ret) if isinstance(self.ret, (tuple, list)) else []
@@ -102,7 +104,7 @@ class TinyJit(Generic[ReturnType]):
     self.input_replace = {(j, k): positions[id(b)] for j, ei in enumerate(self.jit_cache) for k, b in enumerate(ei.bufs) if id(b) in positions}
     # everything else the kernels use that nobody outside holds is scratch: replays share its memory
     returned = [o.lazydata.base.buffer for o in outs if isinstance(o, Tensor)]
-    memory.plan_jit(self.jit_cache, {b for b in buffers + returned if b is not None})
+    memory.plan_jit(self.jit_cache, {b for b in buffers + returned + self.div_flags if b is not None})
     if DEBUG >= 1:
       print(f"TinyJit captured {len(self.jit_cache)} kernels with {len(buffers)} inputs")
     devices = {ei.prg.device for ei in self.jit_cache}
@@ -123,6 +125,7 @@ class TinyJit(Generic[ReturnType]):
     with pending.hold_sigint():
       if self.graph is not None:
         self.graph(var_vals)
-        return
-      for ei, vals in zip(self.jit_cache, self.captured_vals):
-        ei.run({**vals, **var_vals})
+      else:
+        for ei, vals in zip(self.jit_cache, self.captured_vals):
+          ei.run({**vals, **var_vals})
+    divcheck.check_flags(self.div_flags)
