@@ -1123,9 +1123,11 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     is_max = self == self.max(ax, keepdim=True)
     if dtypes.is_float(self.dtype):  # a NaN is the max (max() propagates it) and never equals it: torch picks its index
       is_max = is_max | self.isnan()
-    # the first index of the max: count down from n so the earliest match is the largest
-    rev = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - ax - 1))
-    return (n - (is_max.cast(dtypes.int32) * rev).max(ax, keepdim)).cast(dtypes.int32)
+    # the first index of the max: count down from n so the earliest match is the largest; int32 as tinygrad, int64 where
+    # an index can pass int32's range
+    idx = dtypes.int64 if n > dtypes.max(dtypes.int32) and is_dtype_supported(dtypes.int64, self.device) else dtypes.int32
+    rev = Tensor.arange(n, 0, -1, device=self.device, dtype=idx).reshape((n,) + (1,) * (self.ndim - ax - 1))
+    return (n - (is_max.cast(idx) * rev).max(ax, keepdim)).cast(idx)
 
   # ---------- linear algebra ----------
   def dot(self, w: Tensor) -> Tensor:

@@ -36,6 +36,13 @@ def test_arange_int64_max_past_int32() -> None:
   assert Tensor.arange(BIG, dtype=dtypes.int64).max().item() == BIG - 1
 
 
+def test_argmax_past_int32() -> None:
+  # argmax's index count passes int32 (it was int32 and wrapped to a negative index)
+  _skip_slow()
+  x = (Tensor.arange(BIG, dtype=dtypes.int64) == BIG - 2).cast(dtypes.int8)
+  assert x.argmax().item() == BIG - 2
+
+
 def test_fused_index_sum_past_int32() -> None:
   # 0..254 repeated, cut to BIG elements: the flat index of each element (past 2^31) is computed in the kernel
   _skip_slow()
