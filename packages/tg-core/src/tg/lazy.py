@@ -270,16 +270,40 @@ class LazyBuffer:
     if not SPLIT_REDUCEOP.value or not all(isinstance(s, int) for s in self.shape):
       return None
     axis = tuple(sorted(axis))
-    if axis != tuple(range(axis[0], axis[-1] + 1)):
-      return None  # axes apart (a batchnorm's (0, 2, 3)) would need a permute: one kernel
-    a, b = axis[0], axis[-1] + 1
-    n = prod(self.shape[a:b])
+    n = prod(self.shape[i] for i in axis)
     assert isinstance(n, int)
     out_size = prod(s for i, s in enumerate(self.shape) if i not in axis)
     if n < SPLIT_REDUCEOP_THRESHOLD.value or out_size >= 256:  # enough outputs already to keep a device busy
       return None
+    if axis != tuple(range(axis[0], axis[-1] + 1)):  # axes apart (a batchnorm's (0, 2, 3)): moved to be adjacent and last, a
+      return self._split_apart(op, axis, n)  # view the first kernel of the tree reads with strides (no copy)
+    a, b = axis[0], axis[-1] + 1
     x = self.reshape(self.shape[:a] + (n,) + self.shape[b:]) if b - a > 1 else self
     return x._tree_reduce(op, a).reshape(tuple(1 if i in axis else s for i, s in enumerate(self.shape)))
+
+  def _split_apart(self, op: ReduceOps, axis: tuple[int, ...], n: int) -> LazyBuffer:
+    """The split reduction of axes that aren't adjacent: the kept axes first (in their order), the reduced ones after
+    them, so that the tree's result reshapes back to the kept axes with 1s for the reduced ones. The reduced axes taken
+    as one are not one strided view (a batchnorm's N, H*W), and a kernel reading two views pays a divide per element
+    (3-4x slower): so the first kernel reduces runs of m inside the innermost reduced axes that do merge (H*W), a
+    plain strided read, and the tree goes on over the partials. When no run size divides those axes they are a tree of
+    their own first, or, shorter than RUNS_ALIGN, read with the rest as one merged axis."""
+    keep = tuple(i for i in range(len(self.shape)) if i not in axis)
+    kept = tuple(self.shape[i] for i in keep)
+    x = self.permute(keep + axis)
+    strides, inner, j = x.st.real_strides(), x.shape[-1], len(x.shape) - 1
+    while j > len(keep) and (st := strides[j]) is not None and strides[j - 1] == st * x.shape[j]:
+      j -= 1
+      inner *= x.shape[j]
+    assert isinstance(inner, int)
+    m = next((m for m in (SUM_LEAF, 2 * SUM_LEAF, SUM_LEAF // 2, SUM_LEAF // 4) if inner % m == 0), 0)
+    if strides[-1] is not None and m:
+      x = x.reshape(kept + (n // inner, inner))._reduce_chunks(op, len(keep) + 1, inner // m, m).reshape(kept + (n // m,))
+    elif strides[-1] is not None and inner >= RUNS_ALIGN:  # a tree of its own per outer index: partials at most n / 32
+      x = x.reshape(kept + (n // inner, inner))._tree_reduce(op, len(keep) + 1).reshape(kept + (n // inner,))
+    else:  # a short inner axis: read through two views, where the compiler keeps one accumulator (a chain of m adds)
+      x = x.reshape(kept + (n,))
+    return x._tree_reduce(op, len(keep)).reshape(tuple(1 if i in axis else s for i, s in enumerate(self.shape)))
 
   def _reduce_chunks(self, op: ReduceOps, a: int, chunks: int, m: int) -> LazyBuffer:
     """One kernel: axis `a` (chunks * m long) reduced in `chunks` runs of m, giving `chunks` partials along `a`. The
