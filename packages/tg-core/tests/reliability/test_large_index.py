@@ -93,8 +93,8 @@ def test_big_kernels_use_int64_indices() -> None:
 def test_no_int64_device_refuses_big_kernels() -> None:
   if _has_int64():
     pytest.skip(f"{Device.DEFAULT} has int64 in kernels")
-  # a big reduction is a tree of kernels that each stay under 2^31 (so arange(BIG).max() is right there too); a
-  # reduction over axes that are not adjacent over a buffer past 2^31 elements is one kernel: lowering it must refuse
+  # a big reduction is a tree of kernels that each stay under 2^31 (so arange(BIG).max() is right there too), but the
+  # first kernel of a reduction over a buffer past 2^31 elements still indexes all of it: lowering it must refuse
   # (nothing is allocated)
   with pytest.raises(ValueError, match="2\\^31"):
     _sources(Tensor.empty(2**16, 2, 2**15 + 8, dtype=dtypes.uint8).sum(axis=(0, 2), acc_dtype=dtypes.int32))
