@@ -7,6 +7,8 @@ import hashlib
 import llvmlite
 import llvmlite.binding as llvm
 
+CODE_MODEL = "large"
+
 
 @functools.cache
 def _init() -> None:
@@ -18,9 +20,11 @@ def host_target_machine() -> llvm.TargetMachine:
   """A new TargetMachine for this CPU. A new one each time: an MCJIT engine takes ownership of the one it is given."""
   _init()
   target = llvm.Target.from_triple(llvm.get_process_triple())
-  # pic: the object's code and data may be placed anywhere in memory when the runtime loads it
+  # pic and the large code model: the runtime maps an object's code and its constants separately, and once big buffers
+  # fragment the address space the two can land more than 2 GiB apart, past a 32-bit relative reference (MCJIT then
+  # aborts the process on an assertion): the large model reaches constants through 64-bit addresses
   return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3,
-                                      reloc="pic", codemodel="default")
+                                      reloc="pic", codemodel=CODE_MODEL)
 
 
 @functools.cache
@@ -35,4 +39,4 @@ def toolchain_id() -> str:
   _init()
   features = hashlib.sha256(llvm.get_host_cpu_features().flatten().encode()).hexdigest()[:12]
   version = ".".join(map(str, llvm.llvm_version_info))
-  return f"llvmlite{llvmlite.__version__}_llvm{version}_{llvm.get_process_triple()}_{llvm.get_host_cpu_name()}_{features}"
+  return f"llvmlite{llvmlite.__version__}_llvm{version}_{llvm.get_process_triple()}_{llvm.get_host_cpu_name()}_{features}_{CODE_MODEL}"
