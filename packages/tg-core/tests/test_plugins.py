@@ -129,3 +129,13 @@ def test_creation_stays_on_the_asked_device() -> None:
   for t in (Tensor.full((2,), 3.0, device="PYTHON:1"), Tensor.rand(3, device="PYTHON:1"), Tensor.arange(4, device="PYTHON:1"),
             Tensor.eye(2, device="PYTHON:1"), Tensor.zeros(2, device="PYTHON:1").contiguous()):
     assert t.device == "PYTHON:1"
+
+
+def test_core_names_no_device_outside_plugins() -> None:
+  """What differs between devices is a capability a renderer or plugin declares: tg-core's source (plugins/ aside) names none."""
+  import re
+  from pathlib import Path
+  src = Path(__file__).resolve().parents[1] / "src" / "tg"
+  named = [f"{p.relative_to(src)}:{i}: {line.strip()}" for p in sorted(src.rglob("*.py")) if "plugins" not in p.parts
+           for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"\b(CLANG|LLVM|CUDA|WEBGPU|METAL|AMD|HIP)\b", line)]
+  assert not named, "\n".join(named)

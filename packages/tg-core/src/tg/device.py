@@ -200,7 +200,7 @@ class _Device:
     self._default, self._default_reason = self.canonicalize(device), ""
 
   def describe_default(self) -> str:
-    """The default device and why it was chosen, e.g. "LLVM (the best usable of LLVM, PYTHON; CLANG is installed but not usable: ...)"."""
+    """The default device and why it was chosen, e.g. "B (the best usable of B, PYTHON; A is installed but not usable: ...)"."""
     name = self.DEFAULT
     return f"{name} ({self._default_reason or 'set by the program'})"
 
@@ -212,7 +212,7 @@ class _Device:
     if (asked := DEVICE.value):
       return self.canonicalize(asked), f"asked for by DEVICE={asked}"
     names = self.installed()
-    for name in names:  # tinygrad's style: NAME=1 (read as text: CUDA=/usr/local/cuda in the environment is no error)
+    for name in names:  # tinygrad's style: NAME=1 (read as text: a toolkit path such as NAME=/usr/local/... in the environment is no error)
       if getenv(name, "") == "1":
         return name, f"asked for by {name}=1"
     usable: list[tuple[float, str]] = []

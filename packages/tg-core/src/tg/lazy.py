@@ -47,7 +47,7 @@ def _reads_through_view(x: LazyBuffer, target: LazyBuffer) -> bool:
 PACK_MIN_MACS = 1 << 28
 # elements per output that one kernel of a split reduction combines (LazyBuffer._tree_reduce): a float32 sum's error
 # grows with the length of its sequential chains of adds, which this bounds (with a CPU kernel's 32 accumulators: 256
-# adds). Measured on CLANG (one level, then one kernel for the partials), relative error of 16M x 1e-3 / its time:
+# adds). Measured on a CPU device (one level, then one kernel for the partials), relative error of 16M x 1e-3 / its time:
 # 4096: 1.0e-6 / 3.2-4.3 ms, 8192: 3.5e-7 / 3.0-3.2 ms, 16384: 5.6e-6 / 2.9-3.3 ms, 65536 (256 runs, as before the tree):
 # 1.7e-5 / 2.3-3.4 ms
 SUM_LEAF = 8192

@@ -138,9 +138,9 @@ def _default_cachedb() -> str:
   return os.path.join(base, "tg", "cache.db")
 
 
-DEVICE = Setting("DEVICE", "", "the default device (also tinygrad's style: `CLANG=1`); unset: the best usable one",
+DEVICE = Setting("DEVICE", "", "the default device (also tinygrad's style: `NAME=1`); unset: the best usable one",
                  read_once="when Device.DEFAULT is first used")
-TG_PLUGINS = Setting("TG_PLUGINS", "", "load only these device plugins (comma-separated names, e.g. `CLANG,PYTHON`)",
+TG_PLUGINS = Setting("TG_PLUGINS", "", "load only these device plugins (comma-separated device names)",
                      read_once="when plugins are first listed")
 DEBUG = Setting("DEBUG", 0, "1: devices opened, TinyJit captures; 2: each kernel with time, GFLOPS and GB/s, BEAM progress; 3: kernel "
                 "ASTs and applied optimizations; 4: generated source; 5: the linearized UOps; 6: the UOp graph before linearizing")
@@ -158,7 +158,7 @@ TC = Setting("TC", 1, "0: the GPU heuristics don't use tensor cores (an explicit
 VECTORIZE = Setting("VECTORIZE", 1, "0: lower upcast axes as scalars only: no vector loads, stores or math in the IR "
                     "(the C compiler may still vectorize)")
 JIT = Setting("JIT", 1, "0: TinyJit runs the function every call (no capture)")
-JIT_GRAPH = Setting("JIT_GRAPH", 1, "0: TinyJit replays kernels one by one instead of through the device's graph (CLANG, LLVM: one native function)")
+JIT_GRAPH = Setting("JIT_GRAPH", 1, "0: TinyJit replays kernels one by one instead of through the device's graph")
 FUSE_REDUCE = Setting("FUSE_REDUCE", 1, "0: don't fuse a reduction into the kernel of its elementwise user")
 NEST_REDUCE = Setting("NEST_REDUCE", 1, "0: don't compute a reduction inside the kernel of another that reads it (softmax's max, a variance's mean) "
                       "or of a sibling over the same input")
@@ -169,11 +169,11 @@ SPLIT_REDUCEOP = Setting("SPLIT_REDUCEOP", 1, "0: don't split large reductions i
 SPLIT_REDUCEOP_THRESHOLD = Setting("SPLIT_REDUCEOP_THRESHOLD", 32768,
                                    "reductions over at least this many elements are split into a tree of kernels "
                                    "(a float sum's error then grows with log(n))")
-PACK = Setting("PACK", 1, "0: large matmuls on CLANG and LLVM are not copied into panels first (see `Renderer.matmul_panel`)")
+PACK = Setting("PACK", 1, "0: large matmuls are not copied into panels first on devices that declare `Renderer.matmul_panel`")
 LRU = Setting("LRU", 1, "0: freed device buffers go back to the device at once instead of being kept for reuse")
-CPU_THREADS = Setting("CPU_THREADS", os.cpu_count() or 1, "threads a big CLANG or LLVM kernel is split across", shown_default="the number of cores")
-CPU_THREAD_MIN_WORK = Setting("CPU_THREAD_MIN_WORK", 2_000_000, "loop-body instructions from which a CLANG or LLVM kernel is split across threads")
-CPU_VECTOR_BYTES = Setting("CPU_VECTOR_BYTES", -1, "the vector width CLANG and LLVM declare (unset: 64 with AVX-512, 32 with AVX, else 16; 0: none)",
+CPU_THREADS = Setting("CPU_THREADS", os.cpu_count() or 1, "threads a CPU device splits a big kernel across", shown_default="the number of cores")
+CPU_THREAD_MIN_WORK = Setting("CPU_THREAD_MIN_WORK", 2_000_000, "loop-body instructions from which a CPU device's kernel is split across threads")
+CPU_VECTOR_BYTES = Setting("CPU_VECTOR_BYTES", -1, "the vector width CPU devices declare (unset: 64 with AVX-512, 32 with AVX, else 16; 0: none)",
                            shown_default="the CPU's", read_once="when the first CPU device opens")
 PROFILE = Setting("PROFILE", 0, "1: write a Chrome trace of kernel runs at exit (to `PROFILE_PATH`)")
 PROFILE_PATH = Setting("PROFILE_PATH", "tg_profile.json", "where `PROFILE=1` writes its trace")

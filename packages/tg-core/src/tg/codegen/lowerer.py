@@ -175,7 +175,7 @@ def fold_dims(sizes: list[sint], max_dims: tuple[int, ...] | None, name: str) ->
 
 def _largest_divisor(n: int, m: int) -> int:
   """The largest divisor of n that is at most m, in O(sqrt(n)) steps (counting down from m takes up to m: 2^31 for a
-  CUDA grid's x)."""
+  a GPU grid's x)."""
   if n <= m:
     return n
   root = math.isqrt(n)
