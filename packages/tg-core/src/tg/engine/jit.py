@@ -119,7 +119,7 @@ class TinyJit(Generic[ReturnType]):
       assert b is not None
       self.jit_cache[j].bufs[k] = b
     if pending.has_open():  # a failed realize left kernels to run that read what this replay overwrites: run them first
-      roots = {pending.root(b) for ei in self.jit_cache for b in ei.bufs}
+      roots = {memory.root(b) for ei in self.jit_cache for b in ei.bufs}
       pending.settle(roots, roots)
     # a replay is one step (an optimizer's state and parameters move together): Ctrl-C waits for its end
     with pending.hold_sigint():

@@ -105,7 +105,7 @@ def _assign(span: dict[Buffer, tuple[int, int]]) -> list[_Slot]:
   return [s for pool in pools.values() for s in pool]
 
 
-def _root(b: Buffer) -> Buffer:
+def root(b: Buffer) -> Buffer:
   """The buffer that owns the memory `b` is in."""
   while b._base is not None:
     b = b._base
@@ -116,7 +116,7 @@ def _plan(uses: Sequence[Sequence[Buffer]], roots: set[Buffer]) -> dict[Buffer, 
   """Which of `roots` (buffers that own their memory) move into another one's memory. A root's lifetime covers
   every use of it and of the views into it."""
   moves: dict[Buffer, Buffer] = {}
-  for s in _assign(_lifetimes([[_root(b) for b in bufs] for bufs in uses], roots)):
+  for s in _assign(_lifetimes([[root(b) for b in bufs] for bufs in uses], roots)):
     mem = max(s.users, key=lambda b: b.nbytes)  # the biggest user's memory becomes the slot's: one allocation less
     moves.update({r: mem for r in s.users if r is not mem})
   return moves
@@ -131,7 +131,7 @@ class _Remap(dict[Buffer, Buffer]):
     self.moves = moves
 
   def __missing__(self, b: Buffer) -> Buffer:
-    if (mem := self.moves.get(_root(b))) is None:
+    if (mem := self.moves.get(root(b))) is None:
       return b
     # every buffer the planner places sits at the front of its memory, so a view at offset 0 is the same bytes
     self[b] = mem if (b.dtype, b.size) == (mem.dtype, mem.size) else _planned(mem.view(b.size, b.dtype, 0))
@@ -140,7 +140,7 @@ class _Remap(dict[Buffer, Buffer]):
 
 def _report(what: str, before: Sequence[Buffer], after: Sequence[Buffer]) -> None:
   def total(bufs: Sequence[Buffer]) -> tuple[int, int]:
-    roots = {id(r): r for r in map(_root, bufs)}
+    roots = {id(r): r for r in map(root, bufs)}
     return len(roots), sum(r.nbytes for r in roots.values())
   (n0, b0), (n1, b1) = total(before), total(after)
   print(f"memory planner ({what}): {n0} allocations, {b0 / 1e6:.3f} MB -> {n1} allocations, {b1 / 1e6:.3f} MB")
@@ -169,12 +169,12 @@ def plan_jit(jit_cache: list[ExecItem], keep: set[Buffer]) -> None:
   written_first = _lifetimes([ei.bufs for ei in jit_cache], set(bufs))
   # memory is planned only when every buffer in it qualifies: a view the planner didn't make, a kept buffer or one
   # read before it is written pins the memory it is in
-  pinned = {_root(b) for b in bufs if b in keep or b not in written_first or not is_internal(b)} | {_root(b) for b in keep}
-  roots = {r for r in map(_root, bufs) if r not in pinned and is_internal(r)}
+  pinned = {root(b) for b in bufs if b in keep or b not in written_first or not is_internal(b)} | {root(b) for b in keep}
+  roots = {r for r in map(root, bufs) if r not in pinned and is_internal(r)}
   if not (moves := _plan([ei.bufs for ei in jit_cache], roots)):
     return
   remap = _Remap(moves)
   if DEBUG >= 1:
-    _report("TinyJit", [b for b in bufs if _root(b) in roots], [remap[b] for b in bufs if _root(b) in roots])
+    _report("TinyJit", [b for b in bufs if root(b) in roots], [remap[b] for b in bufs if root(b) in roots])
   for ei in jit_cache:
     ei.bufs[:] = [remap[b] for b in ei.bufs]

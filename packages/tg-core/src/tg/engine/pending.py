@@ -24,6 +24,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from tg.device import Buffer
+from tg.engine.memory import root
 
 if TYPE_CHECKING:
   from tg.engine.schedule import ScheduleItem
@@ -31,13 +32,6 @@ if TYPE_CHECKING:
 # the PendingWorks that still have items; weak: a PendingWork nobody can read from any more (its tensors are gone)
 # is garbage, not debt
 _open: weakref.WeakSet[PendingWork] = weakref.WeakSet()
-
-
-def root(b: Buffer) -> Buffer:
-  """The buffer that owns the memory `b` is in."""
-  while b._base is not None:
-    b = b._base
-  return b
 
 
 def has_open() -> bool:
