@@ -23,6 +23,13 @@ def _is_int(x: Any) -> bool:
   return isinstance(x, int) and not isinstance(x, bool)
 
 
+def _check_extent(path: str, what: str, start: int, nbytes: int, size: int) -> None:
+  """Raise unless bytes start..start+nbytes of `path` (`size` bytes long) lie inside it: every loader checks a tensor's or
+  a storage's extent with this before mapping or reading it."""
+  if start < 0 or nbytes < 0 or start + nbytes > size:
+    raise WeightsFileError(f"{path} is truncated or lying: {what} needs bytes {start}..{start + nbytes}, the file has {size}")
+
+
 # ---------- helpers shared by the loaders ----------
 
 def _disk_tensor(path: str, byte_offset: int, shape: tuple[int, ...], dtype: DType) -> Tensor:

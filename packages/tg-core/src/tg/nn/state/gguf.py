@@ -8,7 +8,7 @@ from typing import Any
 from tg.device import Device
 from tg.dtype import DType, dtypes
 from tg.helpers import prod, round_up
-from tg.nn.state._common import PathLike, WeightsFileError, _disk_tensor, _host_tensor, _read_bytes
+from tg.nn.state._common import PathLike, WeightsFileError, _check_extent, _disk_tensor, _host_tensor, _read_bytes
 from tg.tensor import Tensor
 
 # ---------- GGUF ----------
@@ -215,8 +215,7 @@ def gguf_load(fn: PathLike) -> tuple[dict[str, Any], dict[str, Tensor]]:
     else:
       raise NotImplementedError(f"{path}: tensor {name!r} is {_GGML_NAMES.get(ggml_type, f'ggml type {ggml_type}')}, "
                                 f"which gguf_load can't load (it dequantizes {', '.join(_GGML_NAMES[t] for t in _GGML_BLOCKS)})")
-    if start + nbytes > size:
-      raise WeightsFileError(f"{path} is truncated or lying: tensor {name!r} needs bytes {start}..{start + nbytes}, the file has {size}")
+    _check_extent(path, f"tensor {name!r}", start, nbytes, size)
     if ggml_type in _GGML_PLAIN:
       tensors[name] = _disk_tensor(path, start, shape, _GGML_PLAIN[ggml_type])
     else:

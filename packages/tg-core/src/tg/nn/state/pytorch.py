@@ -10,7 +10,7 @@ from typing import IO, Any
 
 from tg.dtype import DType, dtypes
 from tg.helpers import prod
-from tg.nn.state._common import PathLike, WeightsFileError, _disk_tensor, _host_tensor, _is_int, _read_bytes
+from tg.nn.state._common import PathLike, WeightsFileError, _check_extent, _disk_tensor, _host_tensor, _is_int, _read_bytes
 from tg.tensor import Tensor
 
 # ---------- PyTorch ----------
@@ -245,8 +245,10 @@ def _torch_load_zip(path: str) -> Any:
       st.nbytes, st.big_endian = info.file_size, big_endian
       if info.compress_type == zipfile.ZIP_STORED:
         st.path, st.offset = path, _zip_member_offset(path, info)
-        if st.offset + st.nbytes > size:
-          st.error = f"its storage {key!r} claims bytes {st.offset}..{st.offset + st.nbytes}, past the end of the file ({size} bytes)"
+        try:
+          _check_extent(path, f"storage {key!r}", st.offset, st.nbytes, size)
+        except WeightsFileError as e:  # said when a tensor needs it, naming the tensor
+          st.error = str(e)
       else:  # compressed by some other tool: no bytes to map, so decompress it into memory
         st.data = z.read(info)
       return st
@@ -280,13 +282,9 @@ def _torch_load_legacy(path: str) -> Any:
   for key in keys:
     if (st := unpickler.storages.get(str(key))) is None:
       raise WeightsFileError(f"{path}: storage {key} is listed but no tensor uses it")
-    if offset + 8 > size:
-      raise WeightsFileError(f"{path} is truncated: storage {key}'s element count at byte {offset} is past the end ({size} bytes)")
     numel = struct.unpack("<q", _read_bytes(path, offset, 8))[0]  # torch writes the count little-endian on any host
     nbytes = numel * st.dtype.itemsize
-    if numel < 0 or offset + 8 + nbytes > size:
-      raise WeightsFileError(f"{path} is truncated or lying: storage {key} claims {numel} elements ({nbytes} bytes) at byte "
-                             f"{offset + 8}, the file has {size} bytes")
+    _check_extent(path, f"storage {key} of {numel} elements", offset + 8, nbytes, size)
     st.path, st.offset, st.nbytes, st.big_endian = path, offset + 8, nbytes, big_endian
     offset += 8 + st.nbytes
   return obj
