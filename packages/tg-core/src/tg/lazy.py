@@ -9,6 +9,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from tg.codegen.lowerer import REDUCE_ALU
 from tg.device import Buffer, Device
 from tg.dtype import ConstType, DType, dtypes
 from tg.helpers import prod
@@ -53,7 +54,6 @@ PACK_MIN_MACS = 1 << 28
 SUM_LEAF = 8192
 SUM_LAST = 256  # at most this many partials are left for the last kernel of a split reduction
 RUNS_ALIGN = 32  # a split kernel's partials are a multiple of this many (see LazyBuffer._tree_reduce)
-REDUCE_COMBINE = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.MAX: BinaryOps.MAX, ReduceOps.PROD: BinaryOps.MUL}
 
 
 def _panels(x: LazyBuffer, own: int, p: int) -> LazyBuffer:
@@ -335,7 +335,7 @@ class LazyBuffer:
     def part(lo: int, hi: int) -> LazyBuffer:
       return self.shrink(tuple((lo, hi) if i == a else (0, s) for i, s in enumerate(self.shape)))
     total = (part(0, runs * m) if rest else self)._reduce_chunks(op, a, runs, m)._tree_reduce(op, a)
-    return total.e(REDUCE_COMBINE[op], part(runs * m, n)._tree_reduce(op, a)) if rest else total
+    return total.e(REDUCE_ALU[op], part(runs * m, n)._tree_reduce(op, a)) if rest else total
 
   # ---------- movement: views only ----------
   def _view(self, new_st: ShapeTracker) -> LazyBuffer:
