@@ -62,8 +62,9 @@ class _TorchTensor:
     self.storage, self.storage_offset, self.size, self.stride = storage, storage_offset, size, stride  # checked in to_tensor
     self.dtype = storage.dtype if dtype is None else dtype
 
-  def _check(self, where: str) -> tuple[tuple[int, ...], tuple[int, ...], int]:
-    """(shape, strides, storage offset), each checked: non-negative ints, and every element read inside the storage."""
+  def _check(self, where: str) -> tuple[tuple[int, ...], tuple[int, ...], int, int]:
+    """(shape, strides, storage offset, span: elements from the first to the last one read), each checked: non-negative
+    ints, and every element read inside the storage."""
     st, size, stride = self.storage, self.size, self.stride
     if st.error:
       raise WeightsFileError(f"{where}: {st.error}")
@@ -76,20 +77,18 @@ class _TorchTensor:
     if any(d < 0 for d in stride):
       raise WeightsFileError(f"{where}: negative stride {tuple(stride)} (torch never saves these)")
     shape, strides, isz = tuple(size), tuple(stride), self.dtype.itemsize
-    if prod(shape) > 0:
-      span = 1 + sum((s - 1) * d for s, d in zip(shape, strides))  # elements from the first to the last one read
-      if (self.storage_offset + span) * isz > st.nbytes:
-        raise WeightsFileError(f"{where}: a {self.dtype} tensor of size {shape}, stride {strides} at storage offset {self.storage_offset} "
-                               f"overruns its storage {st.key!r} of {st.nbytes} bytes")
-    return shape, strides, self.storage_offset
+    span = 1 + sum((s - 1) * d for s, d in zip(shape, strides)) if prod(shape) > 0 else 0
+    if span and (self.storage_offset + span) * isz > st.nbytes:
+      raise WeightsFileError(f"{where}: a {self.dtype} tensor of size {shape}, stride {strides} at storage offset {self.storage_offset} "
+                             f"overruns its storage {st.key!r} of {st.nbytes} bytes")
+    return shape, strides, self.storage_offset, span
 
   def to_tensor(self, where: str) -> Tensor:
     """The Tensor; `where` names the file and the tensor for errors."""
-    shape, strides, storage_offset = self._check(where)
+    shape, strides, storage_offset, span = self._check(where)
     st, dtype, isz = self.storage, self.dtype, self.dtype.itemsize
     if prod(shape) == 0:
       return _host_tensor(b"", shape, dtype)
-    span = 1 + sum((s - 1) * d for s, d in zip(shape, strides))
     contiguous = all(s == 1 or d == c for s, d, c in zip(shape, strides, _row_major_strides(shape)))
     byte_offset = storage_offset * isz
     if contiguous and st.data is None and not (st.big_endian and isz > 1):
