@@ -72,10 +72,10 @@ class PendingWork:
   def take(self, items: Iterable[ScheduleItem]) -> None:
     """Hand `items` over to another PendingWork (run_schedule's, after memory planning): they are not ours any more."""
     ids = {id(si) for si in items}
-    mine = [si for si in self.items if id(si) in ids]
-    for si in mine:
-      self._done(si)
-    self._remove({id(si) for si in mine})
+    for si in self.items:
+      if id(si) in ids:
+        self._done(si)
+    self._remove(ids)
 
   def _remove(self, ids: set[int]) -> None:
     self.items = [si for si in self.items if id(si) not in ids]
