@@ -133,7 +133,7 @@ class Context(contextlib.ContextDecorator):
 # ---------- tg-core's settings ----------
 
 def _default_cachedb() -> str:
-  # the same place tg.diskcache uses: the user cache dir
+  # the user cache dir; the only place the default is computed (tg.diskcache reads CACHEDB.value)
   base = os.path.expanduser("~/Library/Caches") if sys.platform == "darwin" else os.getenv("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
   return os.path.join(base, "tg", "cache.db")
 
