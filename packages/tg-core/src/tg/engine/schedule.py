@@ -353,7 +353,6 @@ def _from_plan(plan: schedule_cache.Plan, nodes: list[LazyBuffer]) -> list[Sched
 
 
 def _finish(schedule: list[ScheduleItem], bases: list[LazyBuffer], olds: list[tuple[ScheduleItem, weakref.ref[LazyBuffer]]]) -> list[ScheduleItem]:
-  realized = set(bases)
   with pending.hold_sigint():  # a Ctrl-C in here would leave a base with neither its graph nor its work
     # the schedule now owns the work: its buffers are pending until their items ran, and the graph is dropped so
     # memory is freed as it runs
@@ -361,11 +360,10 @@ def _finish(schedule: list[ScheduleItem], bases: list[LazyBuffer], olds: list[tu
     for b in bases:
       memory.track(b)
       b.op, b.srcs = None, ()
-    return _keep_old_values(work, olds, realized)
+    return _keep_old_values(work, olds)
 
 
-def _keep_old_values(work: pending.PendingWork, olds: list[tuple[ScheduleItem, weakref.ref[LazyBuffer]]],
-                     realized: set[LazyBuffer]) -> list[ScheduleItem]:
+def _keep_old_values(work: pending.PendingWork, olds: list[tuple[ScheduleItem, weakref.ref[LazyBuffer]]]) -> list[ScheduleItem]:
   """An in-place ASSIGN overwrites its target's buffer. If something not computed in this schedule still reads
   the old value (a loss computed lazily before an optimizer step, a view a user holds, a tensor that is the old
   value itself), the old value moves to a buffer of its own first, so every lazy value keeps meaning what it
