@@ -764,15 +764,17 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
       a, b = a.cast(least_upper_float(a.dtype)), b.cast(least_upper_float(b.dtype))
     return a * b.reciprocal()
 
-  def _int_divide(self, x: Tensor | Scalar, reverse: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """(a, b, a idiv b, a fmod b) of integer tensors, truncating as C; a zero divisor raises ZeroDivisionError now
-    (a Python 0) or when the result is realized (a tensor: see tg.divcheck)."""
+  def _quotient(self, x: Tensor | Scalar, reverse: bool, floor: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """(a, b, q): the operands, broadcast, and their quotient rounded down (floor) or toward zero. Floats divide and
+    round; ints divide as C (truncating) and, to floor, step down where that is one above the floor. An integer zero
+    divisor raises ZeroDivisionError now (a Python 0 or a constant) or when the result is realized (see tg.divcheck)."""
+    a, b = self._broadcasted(x, reverse)
+    if dtypes.is_float(a.dtype):
+      return a, b, ((a / b).floor() if floor else (a / b).trunc())
     divisor = self if reverse else x
     if not isinstance(divisor, Tensor) and divisor == 0:
       raise ZeroDivisionError("integer division or modulo by zero")
-    a, b = self._broadcasted(x, reverse)
     q = F.IDiv.apply(a, b)
-    r = a - q * b  # C's %, from the quotient: one integer division, not two (CPUs have no vector integer division)
     if isinstance(divisor, Tensor):
       d = divisor.cast(b.dtype)
       if d.lazydata.is_unrealized_const():
@@ -780,47 +782,30 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
           raise ZeroDivisionError("integer division or modulo by zero")
       else:
         flag = (d == 0).any().contiguous()
-        divcheck.guard(q.lazydata, flag.lazydata)  # r is computed from q
-    return a, b, q, r
-
-  def _floor_fixup(self, a: Tensor, b: Tensor, r: Tensor) -> Tensor | None:
-    """Where C's truncated quotient is one above the floor: a nonzero remainder whose sign differs from the divisor's.
-    None for unsigned ints (never)."""
-    if dtypes.is_unsigned(a.dtype) or a.dtype == dtypes.bool:
-      return None
-    return (r != 0) & ((r < 0) != (b < 0))
+        divcheck.guard(q.lazydata, flag.lazydata)  # every result below is computed from q
+    if floor and not (dtypes.is_unsigned(a.dtype) or a.dtype == dtypes.bool):
+      # C's quotient is one above the floor where the remainder is nonzero and its sign differs from the divisor's
+      r = a - q * b  # C's %, from the quotient: one integer division, not two (CPUs have no vector integer division)
+      q = q - ((r != 0) & ((r < 0) != (b < 0))).cast(q.dtype)
+    return a, b, q
 
   def idiv(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
     """Integer division rounding toward zero (C's /, torch's div(rounding_mode="trunc")); `//` floors."""
-    if dtypes.is_float(self.dtype) or (isinstance(x, Tensor) and dtypes.is_float(x.dtype)) or isinstance(x, float):
-      a, b = self._broadcasted(x, reverse)
-      return (a / b).trunc()
-    return self._int_divide(x, reverse)[2]
+    return self._quotient(x, reverse, floor=False)[2]
 
   def floordiv(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
     """`//`: division rounding down, as Python, numpy and torch (-7 // 2 is -4)."""
-    if dtypes.is_float(self.dtype) or (isinstance(x, Tensor) and dtypes.is_float(x.dtype)) or isinstance(x, float):
-      a, b = self._broadcasted(x, reverse)
-      return (a / b).floor()
-    a, b, q, r = self._int_divide(x, reverse)
-    fix = self._floor_fixup(a, b, r)
-    return q if fix is None else q - fix.cast(q.dtype)
+    return self._quotient(x, reverse, floor=True)[2]
 
   def mod(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
     """`%`: the remainder of floor division, with the divisor's sign (Python's %, torch.remainder)."""
-    if dtypes.is_float(self.dtype) or (isinstance(x, Tensor) and dtypes.is_float(x.dtype)) or isinstance(x, float):
-      a, b = self._broadcasted(x, reverse)
-      return a - (a / b).floor() * b
-    a, b, _, r = self._int_divide(x, reverse)
-    fix = self._floor_fixup(a, b, r)
-    return r if fix is None else fix.where(r + b, r)
+    a, b, q = self._quotient(x, reverse, floor=True)
+    return a - q * b
 
   def fmod(self, x: Tensor | Scalar) -> Tensor:
     """The remainder of truncated division, with the dividend's sign (C's %, torch.fmod)."""
-    if dtypes.is_float(self.dtype) or (isinstance(x, Tensor) and dtypes.is_float(x.dtype)) or isinstance(x, float):
-      a, b = self._broadcasted(x)
-      return a - (a / b).trunc() * b
-    return self._int_divide(x, False)[3]
+    a, b, q = self._quotient(x, False, floor=False)
+    return a - q * b
 
   def neg(self) -> Tensor:
     return self.logical_not() if self.dtype == dtypes.bool else F.Neg.apply(self)  # type: ignore[no-any-return]
