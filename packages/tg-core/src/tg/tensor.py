@@ -35,6 +35,12 @@ def _run(lbs: list[LazyBuffer]) -> None:
   divcheck.check(guards)
 
 
+def _index_dtype(n: int, device: str) -> DType:
+  """The dtype of indices into n elements: int32, or int64 past int32's range where the device has it (else int32,
+  and the kernel's lowering refuses the indices that pass it)."""
+  return dtypes.int64 if n > dtypes.max(dtypes.int32) and is_dtype_supported(dtypes.int64, device) else dtypes.int32
+
+
 def _broadcast_shape(*shapes: tuple[sint, ...]) -> tuple[sint, ...]:
   ndim = max(len(s) for s in shapes)
   padded = [(1,) * (ndim - len(s)) + s for s in shapes]
@@ -319,7 +325,7 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     else:
       # past int32's range the row and column combine in int64 (the small aranges themselves stay int32); a device
       # without int64 then refuses the kernel, as its indices pass int32 too
-      wide = dtypes.int64 if n > dtypes.max(dtypes.int32) and is_dtype_supported(dtypes.int64, device) else dtypes.int32
+      wide = _index_dtype(n, device)
       idx = (Tensor._arange_small(rows, device).cast(wide).reshape(rows, 1) * cols + Tensor._arange_small(cols, device).cast(wide).reshape(1, cols))
       idx = idx.flatten()[:n]
     ret = idx.cast(dtype) * step + start if (step, start) != (1, 0) else idx.cast(dtype)
@@ -1110,7 +1116,7 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
       is_max = is_max | self.isnan()
     # the first index of the max: count down from n so the earliest match is the largest; int32 as tinygrad, int64 where
     # an index can pass int32's range
-    idx = dtypes.int64 if n > dtypes.max(dtypes.int32) and is_dtype_supported(dtypes.int64, self.device) else dtypes.int32
+    idx = _index_dtype(n, self.device)
     rev = Tensor.arange(n, 0, -1, device=self.device, dtype=idx).reshape((n,) + (1,) * (self.ndim - ax - 1))
     return (n - (is_max.cast(idx) * rev).max(ax, keepdim)).cast(idx)
 
