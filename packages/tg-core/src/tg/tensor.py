@@ -382,8 +382,7 @@ class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
     # advance the counter by n now: `drawn` (a buffer of this call) holds [key, counter + n], and the state takes it
     # in place; the kernels are the same for every call of this size, and a draw realized later still sees its own counter
     drawn = state + (Tensor.arange(2, device=device, dtype=dtypes.int32) == 1).cast(dtypes.uint32) * (n & 0xFFFFFFFF)
-    Tensor.realize_all(drawn)
-    Tensor.realize_all(state.assign(drawn))
+    Tensor.realize_all(drawn, state.assign(drawn))  # one schedule: the assign's kernel runs after drawn's read of the state
     key, start = drawn[0], drawn[1] - (n & 0xFFFFFFFF)
     counter = Tensor.arange(n, device=device, dtype=dtypes.int32).cast(dtypes.uint32) + start
     x = counter * 0x9E3779B9 + key
