@@ -11,7 +11,7 @@ from __future__ import annotations
 from tg.codegen.uops import UOp, UOps
 from tg.dtype import DType, PtrDType, dtypes
 from tg.ops import UnaryOps
-from tg.renderer.cpu import END, START, loop_to_split, native_vector_bytes, outer_symbol
+from tg.renderer.cpu import END, START, cpu_reduce_leaf, loop_to_split, native_vector_bytes, outer_symbol
 from tg.renderer.cstyle import CStyleLanguage
 
 LANE_MASK = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}  # a mask lane as wide as the data lane
@@ -30,6 +30,7 @@ class ClangRenderer(CStyleLanguage):
   vector_bytes = native_vector_bytes()
   masked_vector_loads = True  # a whole vector read (see overread_bytes), its masked-off lanes then replaced
   matmul_panel = native_vector_bytes() // 4  # one float32 vector: the CPU heuristics' tile is as wide
+  reduce_leaf = cpu_reduce_leaf(native_vector_bytes())  # runs short enough for its accumulators (tg.renderer.cpu.SUM_CHAIN)
   overread_bytes = native_vector_bytes()  # the CLANG allocator's slack around every buffer
   fused_mulacc = True  # ((a*b)+c) in one expression, contracted to an FMA by -ffp-contract=on (and only that)
   vector_dtypes = frozenset({dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,

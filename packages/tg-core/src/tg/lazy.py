@@ -46,11 +46,9 @@ def _reads_through_view(x: LazyBuffer, target: LazyBuffer) -> bool:
 # a matmul-like sum is computed from packed operands (Renderer.matmul_panel) from this many multiply-adds on: below
 # it the operands stay in cache (measured on bench/gpt2_block.py: packing its 2**27-MAC matmuls too made it slower)
 PACK_MIN_MACS = 1 << 28
-# elements per output that one kernel of a split reduction combines (LazyBuffer._tree_reduce): a float32 sum's error
-# grows with the length of its sequential chains of adds, which this bounds (with a CPU kernel's 32 accumulators: 256
-# adds). Measured on a CPU device (one level, then one kernel for the partials), relative error of 16M x 1e-3 / its time:
-# 4096: 1.0e-6 / 3.2-4.3 ms, 8192: 3.5e-7 / 3.0-3.2 ms, 16384: 5.6e-6 / 2.9-3.3 ms, 65536 (256 runs, as before the tree):
-# 1.7e-5 / 2.3-3.4 ms
+# elements per output that one kernel of a split reduction combines by default (LazyBuffer._tree_reduce): a float32
+# sum's error grows with the length of its sequential chains of adds, which this bounds. A device whose kernels keep
+# more or fewer independent accumulators declares its own (Renderer.reduce_leaf; CPU devices: tg.renderer.cpu.cpu_reduce_leaf)
 SUM_LEAF = 8192
 SUM_LAST = 256  # at most this many partials are left for the last kernel of a split reduction
 RUNS_ALIGN = 32  # a split kernel's partials are a multiple of this many (see LazyBuffer._tree_reduce)
@@ -265,7 +263,7 @@ class LazyBuffer:
     """A reduction of at least SPLIT_REDUCEOP_THRESHOLD elements (over one axis, or adjacent axes, taken as one) into
     fewer than 256 outputs becomes several kernels: partial results of chunks, then the reduction of those. The partials
     can run in parallel, and a sum of sums loses less precision than one long running sum: the reduction is split into
-    a tree (_tree_reduce) whose every kernel adds at most 2 * SUM_LEAF elements per output, so a float sum's rounding
+    a tree (_tree_reduce) whose every kernel adds at most twice the device's leaf (_sum_leaf) elements per output, so a float sum's rounding
     error grows with log(n), not n. None when the reduction isn't split."""
     if not SPLIT_REDUCEOP.value or not all(isinstance(s, int) for s in self.shape):
       return None
@@ -296,7 +294,7 @@ class LazyBuffer:
       j -= 1
       inner *= x.shape[j]
     assert isinstance(inner, int)
-    m = next((m for m in (SUM_LEAF, 2 * SUM_LEAF, SUM_LEAF // 2, SUM_LEAF // 4) if inner % m == 0), 0)
+    m = next((m for m in self._run_lengths() if inner % m == 0), 0)
     if strides[-1] is not None and m:
       x = x.reshape(kept + (n // inner, inner))._reduce_chunks(op, len(keep) + 1, inner // m, m).reshape(kept + (n // m,))
     elif strides[-1] is not None and inner >= RUNS_ALIGN:  # a tree of its own per outer index: partials at most n / 32
@@ -304,6 +302,16 @@ class LazyBuffer:
     else:  # a short inner axis: read through two views, where the compiler keeps one accumulator (a chain of m adds)
       x = x.reshape(kept + (n,))
     return x._tree_reduce(op, len(keep)).reshape(tuple(1 if i in axis else s for i, s in enumerate(self.shape)))
+
+  def _sum_leaf(self) -> int:
+    """The run length one kernel of a split reduction adds per output on this device (SUM_LEAF unless it declares one)."""
+    renderer = Device[self.device].renderer
+    return renderer.reduce_leaf if renderer is not None and renderer.reduce_leaf else SUM_LEAF
+
+  def _run_lengths(self) -> tuple[int, ...]:
+    """The run lengths a split kernel may take, best first: the device's leaf, then the powers of two near it."""
+    leaf = self._sum_leaf()
+    return (leaf, 2 * leaf, leaf // 2, leaf // 4)
 
   def _reduce_chunks(self, op: ReduceOps, a: int, chunks: int, m: int) -> LazyBuffer:
     """One kernel: axis `a` (chunks * m long) reduced in `chunks` runs of m, giving `chunks` partials along `a`. The
@@ -314,8 +322,8 @@ class LazyBuffer:
     return parts.reshape(self.shape[:a] + (chunks,) + self.shape[a + 1:])
 
   def _tree_reduce(self, op: ReduceOps, a: int) -> LazyBuffer:
-    """The reduction of axis `a` as a tree of kernels: each reduces runs of m elements into partials (m a power of two
-    from SUM_LEAF / 4 to 2 * SUM_LEAF that divides the axis, else SUM_LEAF, or SUM_LAST for a short axis), until at most
+    """The reduction of axis `a` as a tree of kernels: each reduces runs of m elements into partials (m one of
+    _run_lengths() that divides the axis, else the device's leaf, or SUM_LAST for a short axis), until at most
     SUM_LAST are left for the last kernel. Inside a kernel a run is summed by several accumulators (vector lanes,
     ACC_CHAINS), so each sequential chain of float adds stays short, whatever n is: with n = 16M, 2048 partials of 8192,
     then 8 of 256, then the total. The last kernel is that short because a count with no power of two in it (2049
@@ -326,8 +334,8 @@ class LazyBuffer:
     assert isinstance(n, int)
     if n <= SUM_LAST:
       return LazyBuffer.metaop(op, self.shape[:a] + (1,) + self.shape[a + 1:], self.dtype, self.device, (a,), (self,))
-    m = next((m for m in (SUM_LEAF, 2 * SUM_LEAF, SUM_LEAF // 2, SUM_LEAF // 4) if n % m == 0 and n // m >= 2),
-             SUM_LEAF if n >= 2 * SUM_LEAF else SUM_LAST)
+    leaf = self._sum_leaf()
+    m = next((m for m in self._run_lengths() if n % m == 0 and n // m >= 2), leaf if n >= 2 * leaf else SUM_LAST)
     runs = n // m
     if runs > RUNS_ALIGN:  # a count of outputs with no power of two in it gets no LOCAL/UPCAST (a GPU thread then sums
       runs -= runs % RUNS_ALIGN  # a whole run alone): the runs that don't fit a multiple go to the tail

@@ -17,7 +17,7 @@ from tg.codegen.uops import UOp, UOps, store_valid
 from tg.dtype import DType, PtrDType, dtypes
 from tg.ops import BinaryOps, UnaryOps
 from tg.renderer import Renderer
-from tg.renderer.cpu import END, START, loop_to_split, native_vector_bytes, outer_symbol
+from tg.renderer.cpu import END, START, cpu_reduce_leaf, loop_to_split, native_vector_bytes, outer_symbol
 from tg_llvm.alu import alu, bitcast, cast, vector_cast_ok
 from tg_llvm.builder import IRBuilder
 from tg_llvm.irtypes import intrinsic_suffix, ll_const, ll_type, mem_type
@@ -38,6 +38,7 @@ class LLVMRenderer(Renderer):
   vector_bytes = native_vector_bytes()  # <n x T> as wide as the CPU's registers
   masked_vector_loads = True  # a whole vector read and masked (see overread_bytes), else llvm.masked.load
   matmul_panel = native_vector_bytes() // 4  # one float32 vector: the CPU heuristics' tile is as wide
+  reduce_leaf = cpu_reduce_leaf(native_vector_bytes())  # runs short enough for its accumulators (tg.renderer.cpu.SUM_CHAIN)
   overread_bytes = native_vector_bytes()  # the LLVM allocator's slack around every buffer
   fused_mulacc = True  # llvm.fmuladd
 

@@ -47,6 +47,10 @@ class Renderer:
   # sequential stream instead of a strided one per row (CPUs: their caches and TLBs then serve every load). The copies
   # are ordinary kernels; sums below tg.lazy.PACK_MIN_MACS multiply-adds, whose operands stay in cache, are not packed
   matmul_panel: int = 0
+  # > 0: the run of elements per output one kernel of a split reduction adds (tg.lazy.LazyBuffer._tree_reduce), chosen so
+  # that each of the kernel's independent accumulators adds only a short chain (a float sum's error grows with its
+  # chains' length); 0: tg.lazy.SUM_LEAF (8192, for GPUs, whose kernels group a run's threads)
+  reduce_leaf: int = 0
   # dtypes the device computes in directly; others are emulated by core (bfloat16 through uint16 bits)
   unsupported_dtypes: frozenset[DType] = frozenset()
   # dtypes the device can't hold in a kernel at all (e.g. WGSL has no float64 or int64): a kernel that needs one
