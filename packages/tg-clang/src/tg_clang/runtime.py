@@ -12,6 +12,11 @@ import cffi
 from tg.renderer.cpu import outer_symbol
 from tg.runtime.cpu import run_split
 
+# cffi imports its C parser (pycparser) at the first FFI() and builds it at the first cdef. Both happen here, at
+# import, not in a kernel's first load: a Ctrl-C landing inside a first import leaves a half-made module behind
+# (pycparser without c_ast), and every kernel loaded after it would fail.
+cffi.FFI().cdef("void tg_clang_warmup(void);")
+
 
 class ClangProgram:
   """One kernel from a shared object: `void name(T* data0, T* data1, ...)`."""

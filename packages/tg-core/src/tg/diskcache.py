@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from tg.interrupts import hold_sigint
 from tg.settings import CACHEDB as _CACHEDB_SETTING
 from tg.settings import CACHELEVEL
 
@@ -129,12 +130,13 @@ def _file_lock() -> Iterator[None]:
   """Excludes other processes while a database is opened or moved aside (no lock where fcntl or the file is missing)."""
   fd = None
   try:
-    import fcntl
-    fd = os.open(CACHEDB + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-  except (ImportError, OSError):
-    pass
-  try:
+    with hold_sigint():  # a Ctrl-C right after os.open returned would lose fd and, after flock, its lock: held forever
+      try:
+        import fcntl
+        fd = os.open(CACHEDB + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+      except (ImportError, OSError):
+        pass
     yield
   finally:
     if fd is not None:

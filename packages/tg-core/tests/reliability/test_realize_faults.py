@@ -276,6 +276,11 @@ def test_sigint_during_matmul_chain(tmp_path, delay):
   assert p.stdout.readline().strip() == "ready"
   time.sleep(delay)
   p.send_signal(signal.SIGINT)
-  out, err = p.communicate(timeout=60)
+  try:
+    out, err = p.communicate(timeout=60)
+  except subprocess.TimeoutExpired:  # the Ctrl-C was lost (or a lock is held forever): show where it went
+    p.kill()
+    out, err = p.communicate()
+    pytest.fail(f"the child did not stop within 60 s of Ctrl-C\n{out}\n{err[-3000:]}")
   assert p.returncode == 0, f"{out}\n{err[-3000:]}"
   assert "interrupted after" in out

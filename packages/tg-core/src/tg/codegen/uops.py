@@ -11,6 +11,7 @@ from enum import Enum, auto
 from typing import Any
 
 from tg.dtype import ConstType, DType, PtrDType, dtypes
+from tg.interrupts import finalizer
 from tg.ops import BinaryOps, Op, TernaryOps, UnaryOps, exec_alu
 
 
@@ -54,6 +55,7 @@ class _Interned(weakref.ref):  # type: ignore[type-arg]
   key: tuple[Any, ...]
 
 
+@finalizer  # runs as a weak reference's callback: Ctrl-C must not be raised (and lost) in it
 def _forget(ref: _Interned) -> None:
   if UOp._cache.get(ref.key) is ref:  # not a newer node of the same key
     del UOp._cache[ref.key]

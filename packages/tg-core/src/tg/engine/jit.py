@@ -21,6 +21,7 @@ from tg.device import Buffer, Device
 from tg.engine import memory, pending
 from tg.engine.realize import CompiledRunner, ExecItem, capturing
 from tg.helpers import DEBUG
+from tg.interrupts import hold_sigint
 from tg.settings import JIT, JIT_GRAPH
 from tg.shape.symbolic import Node, Variable
 
@@ -122,7 +123,7 @@ class TinyJit(Generic[ReturnType]):
       roots = {memory.root(b) for ei in self.jit_cache for b in ei.bufs}
       pending.settle(roots, roots)
     # a replay is one step (an optimizer's state and parameters move together): Ctrl-C waits for its end
-    with pending.hold_sigint():
+    with hold_sigint():
       if self.graph is not None:
         self.graph(var_vals)
       else:

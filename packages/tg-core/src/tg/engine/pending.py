@@ -16,15 +16,13 @@ in-place assign ends at its old value (still to do) or its new one (done), never
 """
 from __future__ import annotations
 
-import signal
-import threading
 import weakref
 from collections.abc import Callable, Iterable
-from types import FrameType
 from typing import TYPE_CHECKING
 
 from tg.device import Buffer
 from tg.engine.memory import root
+from tg.interrupts import hold_sigint
 
 if TYPE_CHECKING:
   from tg.engine.schedule import ScheduleItem
@@ -167,44 +165,3 @@ def settle_graph(bases: Iterable[object]) -> None:
     stack.extend(b.srcs)
   if read or written:
     settle(read, written)
-
-
-# ---------- Ctrl-C ----------
-
-_hold = 0           # > 0: a SIGINT now is remembered, not raised
-_interrupted = False
-_installed = False
-
-
-def _on_sigint(signum: int, frame: FrameType | None) -> None:
-  global _interrupted
-  if _hold:
-    _interrupted = True
-    return
-  signal.default_int_handler(signum, frame)
-
-
-def _install() -> None:
-  """Put _on_sigint in place of Python's default SIGINT handler, once (a handler a program set itself is left alone:
-  then Ctrl-C is not held back). Only the main thread may set handlers."""
-  global _installed
-  _installed = True
-  if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.signal(signal.SIGINT, _on_sigint)
-
-
-class hold_sigint:
-  """Inside, Ctrl-C waits: it is raised as KeyboardInterrupt when the outermost hold ends."""
-
-  def __enter__(self) -> None:
-    global _hold
-    if not _installed:
-      _install()
-    _hold += 1
-
-  def __exit__(self, *exc: object) -> None:
-    global _hold, _interrupted
-    _hold -= 1
-    if _hold == 0 and _interrupted:
-      _interrupted = False
-      raise KeyboardInterrupt

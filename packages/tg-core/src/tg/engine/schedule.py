@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from tg.device import Buffer
 from tg.engine import graphviz, memory, pending, schedule_cache
 from tg.helpers import prod
+from tg.interrupts import hold_sigint
 from tg.lazy import LazyBuffer
 from tg.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, TernaryOps, UnaryOps
 from tg.settings import FUSE_REDUCE, NEST_REDUCE
@@ -353,7 +354,7 @@ def _from_plan(plan: schedule_cache.Plan, nodes: list[LazyBuffer]) -> list[Sched
 
 
 def _finish(schedule: list[ScheduleItem], bases: list[LazyBuffer], olds: list[tuple[ScheduleItem, weakref.ref[LazyBuffer]]]) -> list[ScheduleItem]:
-  with pending.hold_sigint():  # a Ctrl-C in here would leave a base with neither its graph nor its work
+  with hold_sigint():  # a Ctrl-C in here would leave a base with neither its graph nor its work
     # the schedule now owns the work: its buffers are pending until their items ran, and the graph is dropped so
     # memory is freed as it runs
     work = pending.PendingWork(schedule)

@@ -10,12 +10,14 @@ reading only, never grown, and a buffer reaching past its end is an error (a loa
 """
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import weakref
 from typing import IO, Any
 
 from tg.device import Allocator, HostAllocator
+from tg.interrupts import finalizer
 from tg.plugins import hookimpl
 
 TG_PLUGIN_API_VERSION = 1
@@ -57,7 +59,7 @@ def map_file(path: str, size: int, writable: bool = True) -> mmap.mmap:
   if (mm := _cached(table, key, size)) is not None:
     return mm
   mm, st = _map_for_writing(key, size) if writable else _map_for_reading(key, size)
-  table[key] = (_file_ident(st), weakref.ref(mm, lambda ref: _forget(table, key, ref)))
+  table[key] = (_file_ident(st), weakref.ref(mm, functools.partial(_forget, table, key)))
   return mm
 
 
@@ -89,6 +91,7 @@ def _map_for_writing(key: str, size: int) -> tuple[mmap.mmap, os.stat_result]:
     return mmap.mmap(f.fileno(), max(st.st_size, size), access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ), st
 
 
+@finalizer  # a weak reference's callback: Ctrl-C must not be raised (and lost) in it
 def _forget(table: dict[str, tuple[tuple[int, int], weakref.ref[mmap.mmap]]], key: str, ref: weakref.ref[mmap.mmap]) -> None:
   """Drop a dead mapping's entry (unless a newer mapping of the file has taken its place)."""
   if (entry := table.get(key)) is not None and entry[1] is ref:
