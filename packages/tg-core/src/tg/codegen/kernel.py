@@ -45,6 +45,7 @@ from tg.shape.symbolic import Node, sint
 # copies of the kernel body one thread may hold, a vector's lanes counting as one copy: more only bloats code and registers
 MAX_UNROLLED = 256
 SMALL_REDUCE = 7  # a reduce axis up to this size (a conv's window) is unrolled whole by the CPU heuristics
+GROUP_CHAIN = 1024  # a workgroup device shares a reduce axis this long among a group's threads, whatever the outputs
 
 
 class OptOps(Enum):
@@ -393,16 +394,20 @@ class Kernel:
     globals_ = [i for i, k in enumerate(self.kinds) if k == GLOBAL and isinstance(shape[i], int)]
     reduce_axes = [i for i, k in enumerate(self.kinds) if k == REDUCE and isinstance(shape[i], int)]
     outputs = prod(s for s, k in zip(shape, self.kinds) if k == GLOBAL)
-    if reduce_axes and isinstance(outputs, int) and outputs <= 2048:
-      r = max(reduce_axes, key=lambda i: shape[i])  # type: ignore[arg-type,return-value]
+    reuse = self._reuse_axes(globals_, [op.arg.st for op in self.ast.lazyops() if op.op is BufferOps.LOAD]) if reduce_axes else []
+    r = max(reduce_axes, key=lambda i: shape[i]) if reduce_axes else -1  # type: ignore[arg-type,return-value]
+    # a thread sums its share of the reduce axis in one chain of adds, and a float sum's error grows with the chain:
+    # a reduction over a long axis is shared by a workgroup however many outputs it has (a tree's first level past 16M
+    # elements, a row sum of a wide matrix: chains of 8192 were 3.9e-5 off), unless it is a matmul (tiled below)
+    long_chain = r >= 0 and not reuse and isinstance(shape[r], int) and shape[r] >= GROUP_CHAIN
+    if reduce_axes and isinstance(outputs, int) and (outputs <= 2048 or long_chain):
       if shape[r] >= 256:  # type: ignore[operator]
         # after the barrier the group's first thread combines its partials alone (an IF block): a serial loop of
         # `group` steps, so a bigger group shortens each thread's share but lengthens that loop. 32 and 16 date from
         # when every thread ran the loop; they stay until a GPU measures better (none here: PYTHON only checks them)
         any(self._try(Opt(OptOps.GROUPTOP, r, amt)) for amt in (32, 16))
     elif reduce_axes:
-      sts = [op.arg.st for op in self.ast.lazyops() if op.op is BufferOps.LOAD]
-      for i in self._reuse_axes(globals_, sts):
+      for i in reuse:
         self._try(Opt(OptOps.UPCAST, i, 4))
     threads = 1
     for i in sorted((i for i, k in enumerate(self.kinds) if k == GLOBAL and isinstance(self.full_shape[i], int)), reverse=True):
