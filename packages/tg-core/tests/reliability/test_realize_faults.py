@@ -284,3 +284,46 @@ def test_sigint_during_matmul_chain(tmp_path, delay):
     pytest.fail(f"the child did not stop within 60 s of Ctrl-C\n{out}\n{err[-3000:]}")
   assert p.returncode == 0, f"{out}\n{err[-3000:]}"
   assert "interrupted after" in out
+
+
+def test_jit_replay_that_raises_part_way_finishes_the_step_when_read():
+  """A replay whose k-th kernel raises (a device error, a MemoryError allocating scratch) has run the kernels before
+  it: the rest of the step stays to do, as after a failed realize, and runs before anything reads what it writes.
+  So parameters and optimizer state move together: never half a step, never a step applied twice."""
+  from tg import TinyJit
+  x_np = arr(8)
+  x, m = Tensor(x_np).realize(), Tensor(np.zeros(8, np.float32)).realize()
+
+  @TinyJit
+  def step(g: Tensor) -> Tensor:
+    m.assign(m * 0.9 + g * 0.1)
+    x.assign(x - m)
+    return (x * x).sum().realize()
+
+  xr, mr = x_np.copy(), np.zeros(8, np.float32)
+
+  def reference(g: np.ndarray) -> None:
+    nonlocal xr, mr
+    mr = mr * 0.9 + g * 0.1
+    xr = xr - mr
+
+  for _ in range(3):
+    g = arr(8)
+    step(Tensor(g))
+    reference(g)
+  step.graph = None  # kernel by kernel: the failure comes between two of them
+  n_kernels = len(step.jit_cache)
+  assert n_kernels >= 2
+  for k in range(1, n_kernels + 1):
+    g = arr(8)
+    with fail_on(realize.ExecItem, "run", k, lambda: Injected("kernel failed")):
+      with pytest.raises(Injected):
+        step(Tensor(g))
+    reference(g)  # read back, the step is whole
+    np.testing.assert_allclose(m.numpy(), mr, rtol=1e-5, err_msg=f"kernel {k} of {n_kernels} failed")
+    np.testing.assert_allclose(x.numpy(), xr, rtol=1e-5, err_msg=f"kernel {k} of {n_kernels} failed")
+    g = arr(8)  # and the jit goes on
+    loss = step(Tensor(g))
+    reference(g)
+    np.testing.assert_allclose(loss.numpy(), (xr * xr).sum(), rtol=1e-5)
+    np.testing.assert_allclose(x.numpy(), xr, rtol=1e-5)

@@ -125,8 +125,33 @@ class TinyJit(Generic[ReturnType]):
     # a replay is one step (an optimizer's state and parameters move together): Ctrl-C waits for its end
     with hold_sigint():
       if self.graph is not None:
-        self.graph(var_vals)
+        self.graph(var_vals)  # one launch of the whole step: a failure inside it is not split per kernel
       else:
-        for ei, vals in zip(self.jit_cache, self.captured_vals):
-          ei.run({**vals, **var_vals})
+        for i, (ei, vals) in enumerate(zip(self.jit_cache, self.captured_vals)):
+          try:
+            ei.run({**vals, **var_vals})
+          except BaseException:
+            # the kernels before ran: the rest of the step stays to do, and runs before anything reads what it writes
+            rest = [_ReplayRest(e, {**v, **var_vals}) for e, v in zip(self.jit_cache[i:], self.captured_vals[i:])]
+            pending.PendingWork(rest, lower=_ReplayRest.runner)  # type: ignore[arg-type]
+            raise
     divcheck.check_flags(self.div_flags)
+
+
+class _ReplayRest:
+  """One kernel of a replay that failed part way, with the buffers and values of that replay (the next replay rebinds
+  the jit's ExecItems to its own inputs)."""
+
+  def __init__(self, ei: ExecItem, var_vals: dict[Variable, int]) -> None:
+    self.ei, self.var_vals = ExecItem(ei.prg, list(ei.bufs), ei.outs), var_vals
+
+  @property
+  def outputs(self) -> list[Buffer]:
+    return self.ei.bufs[:self.ei.outs]
+
+  @property
+  def bufs(self) -> list[Buffer]:
+    return self.ei.bufs
+
+  def runner(self) -> Callable[[], object]:
+    return functools.partial(self.ei.run, self.var_vals)

@@ -17,8 +17,8 @@ in-place assign ends at its old value (still to do) or its new one (done), never
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tg.device import Buffer
 from tg.engine.memory import root
@@ -37,28 +37,38 @@ def has_open() -> bool:
   return bool(_open)
 
 
-class PendingWork:
-  """ScheduleItems still to run, in order; the buffers they write are pending on it."""
+class Work(Protocol):
+  """What a PendingWork holds: a ScheduleItem, or the rest of a TinyJit replay that failed part way (engine/jit.py)."""
+  @property
+  def outputs(self) -> Sequence[Buffer]: ...
+  @property
+  def bufs(self) -> Sequence[Buffer]: ...
 
-  def __init__(self, items: Iterable[ScheduleItem]) -> None:
-    self.items: list[ScheduleItem] = list(items)
+
+class PendingWork:
+  """Work items still to run, in order; the buffers they write are pending on it. `lower` gives what runs an item
+  (by default a ScheduleItem's compiled program, realize.lower_to_run)."""
+
+  def __init__(self, items: Iterable[Work], lower: Callable[[Any], Callable[[], object]] | None = None) -> None:
+    self.items: list[Work] = list(items)
+    self.lower = lower
     self.writes: dict[Buffer, int] = {}  # buffer -> how many of the items write it
     for si in self.items:
       self._mark(si)
     if self.items:
       _open.add(self)
 
-  def _mark(self, si: ScheduleItem) -> None:
+  def _mark(self, si: Work) -> None:
     for b in si.outputs:
       b.pending = self
       self.writes[b] = self.writes.get(b, 0) + 1
 
-  def add(self, si: ScheduleItem, before: ScheduleItem) -> None:
+  def add(self, si: Work, before: Work) -> None:
     """One more item, right before `before`; its outputs are pending from now on."""
     self.items.insert(next(i for i, x in enumerate(self.items) if x is before), si)
     self._mark(si)
 
-  def _done(self, si: ScheduleItem) -> None:
+  def _done(self, si: Work) -> None:
     for b in si.outputs:
       if (n := self.writes.get(b, 0) - 1) > 0:
         self.writes[b] = n
@@ -67,7 +77,7 @@ class PendingWork:
       if b.pending is self:
         b.pending = None
 
-  def take(self, items: Iterable[ScheduleItem]) -> None:
+  def take(self, items: Iterable[Work]) -> None:
     """Hand `items` over to another PendingWork (run_schedule's, after memory planning): they are not ours any more."""
     ids = {id(si) for si in items}
     for si in self.items:
@@ -80,11 +90,11 @@ class PendingWork:
     if not self.items:
       _open.discard(self)
 
-  def needed(self, read: set[Buffer], written: set[Buffer]) -> list[ScheduleItem]:
+  def needed(self, read: set[Buffer], written: set[Buffer]) -> list[Work]:
     """The items that must run before something reads the memory of `read` and writes that of `written` (roots):
     those writing what is read or written, reading what is written, and, back to front, those each of them needs."""
     read, written = set(read), set(written)
-    out: list[ScheduleItem] = []
+    out: list[Work] = []
     for si in reversed(self.items):
       outs = {root(b) for b in si.outputs}
       ins = {root(b) for b in si.bufs[len(si.outputs):]}
@@ -94,7 +104,7 @@ class PendingWork:
         written |= outs
     return out[::-1]
 
-  def run(self, items: list[ScheduleItem], lower: Callable[[ScheduleItem], Callable[[], object]]) -> None:
+  def run(self, items: list[Work], lower: Callable[[Any], Callable[[], object]]) -> None:
     """Run `items` (ours, in our order): `lower` compiles one and returns what runs it; each item whose run returned
     is done. Stops at the first that raises, which stays to do with the rest."""
     ran: set[int] = set()
@@ -126,7 +136,7 @@ def adopt(schedule: list[ScheduleItem], planned: list[ScheduleItem]) -> PendingW
     return PendingWork(planned)
 
 
-def _same(a: list[ScheduleItem], b: list[ScheduleItem]) -> bool:
+def _same(a: Sequence[Work], b: Sequence[Work]) -> bool:
   return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
@@ -138,7 +148,7 @@ def settle(read: set[Buffer], written: set[Buffer]) -> None:
   from tg.engine.realize import lower_to_run
   for w in list(_open):
     if (todo := w.needed(read, written)):
-      w.run(todo, lower=lambda si: lower_to_run(si, capture=False))
+      w.run(todo, lower=w.lower or (lambda si: lower_to_run(si, capture=False)))
 
 
 def settle_graph(bases: Iterable[object]) -> None:

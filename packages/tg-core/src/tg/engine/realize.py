@@ -108,6 +108,7 @@ def get_runner(device: str, ast: LazyOp, bufs: list[Buffer] | None = None, var_v
 class ExecItem:
   prg: Runner
   bufs: list[Buffer]
+  outs: int = 1  # bufs[:outs] are what it writes
 
   def run(self, var_vals: dict[Variable, int] | None = None) -> float | None:
     var_vals = var_vals or {}
@@ -140,7 +141,7 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
     return ExecItem(BufferCopy(si.ast.arg, si.bufs[0].device, si.bufs[1].device), list(si.bufs))
   if si.ast.op is MetaOps.EMPTY:
     return ExecItem(EmptyOp(si.bufs[0]), list(si.bufs))
-  return ExecItem(get_runner(si.outputs[0].device, si.ast, list(si.bufs), si.var_vals), list(si.bufs))
+  return ExecItem(get_runner(si.outputs[0].device, si.ast, list(si.bufs), si.var_vals), list(si.bufs), len(si.outputs))
 
 
 _capture_stack: list[list[tuple[ExecItem, dict[Variable, int]]]] = []

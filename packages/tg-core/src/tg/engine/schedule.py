@@ -380,7 +380,7 @@ def _keep_old_values(work: pending.PendingWork, olds: list[tuple[ScheduleItem, w
     work.add(ScheduleItem(LazyOp(MetaOps.COPY, (), keep.nbytes), (keep, old.buffer)), before=si)
     old.set_buffer(keep)
     del old
-  return list(work.items)
+  return list(work.items)  # type: ignore[arg-type]  # create_schedule's PendingWork holds only ScheduleItems
 
 
 def _visit_deps(b: LazyBuffer, path: set[LazyBuffer], deps: dict[LazyBuffer, set[LazyBuffer]], rank: dict[LazyBuffer, int],
