@@ -11,7 +11,6 @@ A kernel with enough work is split across CPU threads (tg.renderer.cpu): its out
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from tg.codegen.uops import UOp, UOps, store_valid
 from tg.dtype import DType, PtrDType, dtypes
@@ -57,7 +56,7 @@ class LLVMRenderer(Renderer):
 
 
 class _KernelWriter:
-  """One kernel's walk: the values of uops (`r`), the allocas of accumulators and loops, and index bounds."""
+  """One kernel's walk: the values of uops (`r`), the allocas of accumulators and loops."""
 
   def __init__(self, name: str, uops: list[UOp], overread_bytes: int = 0) -> None:
     self.name, self.uops, self.overread_bytes = name, uops, overread_bytes
@@ -66,7 +65,6 @@ class _KernelWriter:
     self.acc: dict[UOp, str] = {}  # DEFINE_ACC (and the REDUCE it stands for) -> its alloca
     self.loops: dict[UOp, tuple[str, str, str]] = {}  # RANGE -> (counter alloca, header label, exit label)
     self.ifs: dict[UOp, str] = {}  # an open IF -> the label after its block
-    self.bounds: dict[UOp, tuple[Any, Any]] = {}
     self.args: list[str] = []
     self.split = loop_to_split(uops)
 
@@ -81,37 +79,6 @@ class _KernelWriter:
   def arg(self, u: UOp) -> tuple[str, DType]:
     assert u.dtype is not None
     return self.val(u), u.dtype
-
-  def bound(self, u: UOp) -> tuple[Any, Any]:
-    """Known [min, max] of an int value, as UOp._bounds computes them, memoized (it isn't, and kernels can be big)."""
-    if (got := self.bounds.get(u)) is not None:
-      return got
-    assert u.dtype is not None
-    lo, hi = dtypes.min(u.dtype.scalar()), dtypes.max(u.dtype.scalar())
-    if u.dtype.count > 1:  # only index math (scalars) needs bounds
-      pass
-    elif u.op is UOps.CONST:
-      lo = hi = u.arg
-    elif u.op is UOps.RANGE:
-      lo, hi = self.bound(u.src[0])[0], self.bound(u.src[1])[1] - 1
-    elif u.op is UOps.DEFINE_VAR:
-      lo, hi = u.arg.min, u.arg.max
-    elif u.op is UOps.CAST and dtypes.is_int(u.dtype) and u.src[0].dtype is not None and dtypes.is_int(u.src[0].dtype):
-      s_lo, s_hi = self.bound(u.src[0])  # a widened index keeps its bounds
-      if lo <= s_lo and s_hi <= hi:
-        lo, hi = s_lo, s_hi
-    elif u.op is UOps.ALU and dtypes.is_int(u.dtype) and all(s.dtype is not None and dtypes.is_int(s.dtype) for s in u.src):
-      bs = [self.bound(s) for s in u.src]
-      if u.arg is BinaryOps.ADD:
-        lo, hi = bs[0][0] + bs[1][0], bs[0][1] + bs[1][1]
-      elif u.arg is BinaryOps.MUL:
-        prods = [a * c for a in bs[0] for c in bs[1]]
-        lo, hi = min(prods), max(prods)
-      elif u.arg in (BinaryOps.IDIV, BinaryOps.MOD) and u.src[1].op is UOps.CONST and u.src[1].arg > 0 and bs[0][0] >= 0:
-        c = u.src[1].arg
-        lo, hi = (bs[0][0] // c, bs[0][1] // c) if u.arg is BinaryOps.IDIV else (0, min(bs[0][1], c - 1))
-    self.bounds[u] = (lo, hi)
-    return lo, hi
 
   def ptr(self, buf: UOp, idx: UOp) -> str:
     assert isinstance(buf.dtype, PtrDType) and idx.dtype is not None
@@ -290,14 +257,13 @@ class _KernelWriter:
     assert u.dtype is not None
     if u.dtype.count > 1 or not dtypes.is_int(u.dtype) or u.arg not in (BinaryOps.ADD, BinaryOps.MUL, BinaryOps.IDIV, BinaryOps.MOD):
       return False, False
-    lo, hi = self.bound(u)
-    fits = dtypes.min(u.dtype) <= lo and hi <= dtypes.max(u.dtype)
-    return fits, all(self.bound(s)[0] >= 0 for s in u.src)
+    fits = dtypes.min(u.dtype) <= u.vmin and u.vmax <= dtypes.max(u.dtype)
+    return fits, all(s.vmin >= 0 for s in u.src)  # type: ignore[operator]
 
   def render(self) -> str:
     for u in self.uops:
       if u.op is UOps.ALU and u.dtype is not None and dtypes.is_int(u.dtype):
-        self.bound(u)  # in program order, so bound() never recurses deeply
+        u.vmin  # noqa: B018  # bounds asked in program order (they are memoized), so the recursion stays shallow
       self.step(u)
     if self.split is not None:
       self.args += [f"i32 %{START}", f"i32 %{END}"]

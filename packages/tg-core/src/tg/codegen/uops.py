@@ -66,12 +66,13 @@ class UOp:
 
   The intern table holds nodes weakly (a plain dict of weak references, which keeps lookups at dict speed): a node
   lives as long as a graph, a Program or a caller holds it, so compiling kernel after kernel doesn't grow it."""
-  __slots__ = ("__weakref__", "arg", "dtype", "op", "src")
+  __slots__ = ("__weakref__", "_known_bounds", "arg", "dtype", "op", "src")
   _cache: dict[tuple[Any, ...], _Interned] = {}
   op: UOps
   dtype: DType | None
   src: tuple[UOp, ...]
   arg: Any
+  _known_bounds: tuple[Any, Any]  # set by _bounds() on first use
 
   def __new__(cls, op: UOps, dtype: DType | None = None, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
     # a float by its bits: -0.0 == 0.0 would make them one node, and nan != nan a new node per use
@@ -155,6 +156,15 @@ class UOp:
   def vmax(self) -> ConstType: return self._bounds()[1]
 
   def _bounds(self) -> tuple[Any, Any]:
+    """[min, max] of the value, memoized on the node (a node never changes; without it, a DAG of shared index math is
+    walked once per path: exponential in big kernels). Asking in program order keeps the recursion shallow."""
+    try:
+      return self._known_bounds
+    except AttributeError:
+      self._known_bounds = b = self._compute_bounds()
+      return b
+
+  def _compute_bounds(self) -> tuple[Any, Any]:
     assert self.dtype is not None
     lo, hi = dtypes.min(self.dtype.scalar()), dtypes.max(self.dtype.scalar())
     if self.dtype.count > 1:  # bounds are tracked for scalars (indices) only
