@@ -288,3 +288,42 @@ def test_float32_to_bfloat16_cast():
   assert t.dtype == dtypes.bfloat16
   np.testing.assert_array_equal(t.numpy(), vals)
   np.testing.assert_array_equal((t + t).cast(dtypes.float32).numpy(), vals + vals)
+
+
+# ---------- bitcast ----------
+
+_SAME_SIZE = [(a, b) for a, na in ALL_NP_DTYPES for b, nb in ALL_NP_DTYPES
+              if a != b and np.dtype(na).itemsize == np.dtype(nb).itemsize and dtypes.bool not in (a, b)]
+
+
+@pytest.mark.parametrize("src,dst", _SAME_SIZE, ids=[f"{a.name}-{b.name}" for a, b in _SAME_SIZE])
+def test_bitcast_is_numpy_view(src, dst):
+  if not (is_dtype_supported(src) and is_dtype_supported(dst)):
+    pytest.skip(f"{src} or {dst} unsupported on this device")
+  bits = np.array([0, 1, 2, 0x3C, 0x7F, 0x80, 0xC3, 0xFF] * 2, dtype=np.uint8)
+  x = bits.view(_np(src))
+  if x.dtype.kind == "f":
+    x = np.where(np.isnan(x), 0, x).astype(x.dtype)  # NaN payloads needn't survive arithmetic
+  got = (Tensor(x) + 0).bitcast(dst).numpy()  # of a computed tensor, not only of a buffer
+  np.testing.assert_array_equal(got, x.view(_np(dst)))
+
+
+def _np(dt):
+  return dict(ALL_NP_DTYPES)[dt]
+
+
+def test_bfloat16_bitcast_matches_torch():
+  torch = pytest.importorskip("torch")
+  if not is_dtype_supported(dtypes.bfloat16):
+    pytest.skip("bfloat16 unsupported on this device")
+  vals = [1.5, -2.0, 3.0e38, 1e-30, 0.0, -0.0, 65504.0, 0.1]
+  want = torch.tensor(vals, dtype=torch.bfloat16).view(torch.int16).numpy()
+  got = Tensor(vals, dtype=dtypes.bfloat16).bitcast(dtypes.int16).numpy()
+  np.testing.assert_array_equal(got, want)
+  back = Tensor(want).bitcast(dtypes.bfloat16).cast(dtypes.float32).numpy()
+  np.testing.assert_array_equal(back, torch.tensor(vals, dtype=torch.bfloat16).float().numpy())
+
+
+def test_bitcast_between_sizes_is_an_error():
+  with pytest.raises(ValueError, match="equal item sizes"):
+    Tensor([1.0, 2.0]).bitcast(dtypes.int16).numpy()

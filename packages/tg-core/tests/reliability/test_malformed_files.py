@@ -12,6 +12,7 @@ import pickle
 import struct
 import time
 import zipfile
+import zlib
 
 import numpy as np
 import pytest
@@ -81,19 +82,26 @@ class _Tensor:
     return torch._utils._rebuild_tensor_v2, (*self.args, False, {})
 
 
-def _torch_zip(path, tensors, storages, storage_bytes=None):
-  """A torch zip checkpoint written by hand: tensors {name: (storage key, offset, size, stride)} of float32 storages."""
+def _torch_pickle(tensors, storages):
+  """data.pkl of a torch checkpoint: tensors {name: (storage key, offset, size, stride)} of float32 storages of
+  storages[key] elements (16 for a key not in `storages`)."""
   torch = pytest.importorskip("torch")
   import io
 
   class P(pickle.Pickler):
     def persistent_id(self, obj):
       return ("storage", torch.FloatStorage, obj.key, "cpu", obj.numel) if isinstance(obj, _Storage) else None
-  objs = {key: _Storage(key, storages.get(key, 16)) for key, *_ in tensors.values()}  # a key not in `storages` has no bytes
+  objs = {key: _Storage(key, storages.get(key, 16)) for key, *_ in tensors.values()}
   buf = io.BytesIO()
   P(buf, protocol=2).dump({name: _Tensor(objs[key], off, size, stride) for name, (key, off, size, stride) in tensors.items()})
+  return buf.getvalue()
+
+
+def _torch_zip(path, tensors, storages, storage_bytes=None):
+  """A torch zip checkpoint written by hand: tensors {name: (storage key, offset, size, stride)} of float32 storages."""
+  pkl = _torch_pickle(tensors, storages)  # a key not in `storages` has no bytes
   with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
-    z.writestr("archive/data.pkl", buf.getvalue())
+    z.writestr("archive/data.pkl", pkl)
     for k, n in storages.items():
       z.writestr(f"archive/data/{k}", (storage_bytes or {}).get(k, np.arange(n, dtype=np.float32).tobytes()))
 
@@ -123,6 +131,120 @@ def test_a_torch_zip_cut_short_is_an_error(tmp_path):
   with open(fn, "wb") as f:
     f.write(data[:len(data) // 2])
   _raises(torch_load, fn)
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA], ids=["deflate", "bzip2", "lzma"])
+def test_a_compressed_torch_zip_loads_what_torch_saved(tmp_path, method):
+  torch = pytest.importorskip("torch")
+  w = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+  sd = {"w": w, "view": w[1:3], "t": torch.arange(6, dtype=torch.int16).reshape(2, 3).t(), "bf": torch.linspace(-2, 2, 7, dtype=torch.bfloat16)}
+  fn = str(tmp_path / "stored.pth")
+  torch.save(sd, fn)
+  with zipfile.ZipFile(fn) as src, zipfile.ZipFile(str(tmp_path / "packed.pth"), "w", method) as dst:
+    for info in src.infolist():  # what a zip tool that recompresses the archive writes
+      dst.writestr(info.filename, src.read(info))
+  out = torch_load(str(tmp_path / "packed.pth"))
+  for k, v in sd.items():
+    want = v.contiguous().view(torch.int16).numpy() if v.dtype == torch.bfloat16 else v.contiguous().numpy()
+    got = out[k].bitcast(dtypes.int16).numpy() if v.dtype == torch.bfloat16 else out[k].numpy()
+    np.testing.assert_array_equal(got, want)
+
+
+def _raw_zip(path, members):
+  """A zip written byte by byte, so a member can lie: members [(name, method, payload as stored, crc, declared size)]."""
+  local, central = b"", b""
+  for name, method, payload, crc, size in members:
+    fields = struct.pack("<HHHHHIIIHH", 20, 0, method, 0, 0x21, crc, len(payload), size, len(name), 0)
+    central += b"PK\x01\x02" + struct.pack("<H", 20) + fields + struct.pack("<HHHII", 0, 0, 0, 0, len(local)) + name.encode()
+    local += b"PK\x03\x04" + fields + name.encode() + payload
+  eocd = b"PK\x05\x06" + struct.pack("<HHHHIIH", 0, 0, len(members), len(members), len(central), len(local), 0)
+  with open(path, "wb") as f:
+    f.write(local + central + eocd)
+  return path
+
+
+def _deflate(data):
+  c = zlib.compressobj(9, zlib.DEFLATED, -15)  # raw deflate, as zip stores it
+  return c.compress(data) + c.flush()
+
+
+def _deflate_zeros(n_mib):
+  """A raw deflate stream of n_mib MiB of zeros (~1 KB each), made in milliseconds: after a full flush the compressor
+  starts afresh, so every MiB compresses to the same bytes and the stream is that chunk repeated, then an empty final block."""
+  c = zlib.compressobj(9, zlib.DEFLATED, -15)
+  return (c.compress(bytes(1 << 20)) + c.flush(zlib.Z_FULL_FLUSH)) * n_mib + zlib.compressobj(9, zlib.DEFLATED, -15).flush()
+
+
+def _compressed_pt(path, payload, crc, size, method=zipfile.ZIP_DEFLATED, numel=16):
+  """A checkpoint whose tensor 'layer.weight' reads all of storage '0' (numel float32s, says the pickle), a compressed member
+  holding `payload` that declares `size` bytes and CRC `crc`."""
+  pkl = _torch_pickle({"layer.weight": ("0", 0, (numel,), (1,))}, {"0": numel})
+  return _raw_zip(path, [("archive/data.pkl", 0, pkl, zlib.crc32(pkl), len(pkl)), ("archive/data/0", method, payload, crc, size)])
+
+
+def test_a_hand_built_compressed_torch_zip_loads(tmp_path):
+  data = np.arange(16, dtype=np.float32).tobytes()
+  out = torch_load(_compressed_pt(str(tmp_path / "ok.pt"), _deflate(data), zlib.crc32(data), 64))
+  np.testing.assert_array_equal(out["layer.weight"].numpy(), np.arange(16))
+
+
+@pytest.mark.parametrize("size", [32, 128, (1 << 32) - 1], ids=["smaller", "larger", "4GiB"])
+def test_a_compressed_storage_whose_size_disagrees_with_the_pickle(tmp_path, size):
+  # the pickle says 16 float32s (64 bytes); the member declares other: said before a byte is decompressed
+  data = bytes(size) if size < 1 << 20 else b""
+  fn = _compressed_pt(str(tmp_path / "mismatch.pt"), _deflate(data), zlib.crc32(data), size)
+  _raises(torch_load, fn, "layer.weight", "'0'", "64 bytes", f"{size} bytes")
+
+
+@pytest.mark.parametrize("n, words", [(4096, ("more than",)), (32, ("32 bytes", "not the 64"))], ids=["more", "fewer"])
+def test_a_compressed_storage_that_decompresses_to_other_than_declared(tmp_path, n, words):
+  # the CRC is right for what zipfile would hand back (the first 64 bytes, or all 32): only counting the bytes shows the lie
+  data = np.arange(n // 4, dtype=np.float32).tobytes()
+  fn = _compressed_pt(str(tmp_path / "lying.pt"), _deflate(data), zlib.crc32(data[:64]), 64)
+  _raises(torch_load, fn, "layer.weight", "'0'", *words)
+
+
+def test_a_compressed_storage_with_a_bad_crc_or_stream(tmp_path):
+  data = np.arange(16, dtype=np.float32).tobytes()
+  _raises(torch_load, _compressed_pt(str(tmp_path / "crc.pt"), _deflate(data), zlib.crc32(data) ^ 1, 64), "layer.weight", "'0'", "CRC")
+  _raises(torch_load, _compressed_pt(str(tmp_path / "garbage.pt"), b"\xff" * 40, zlib.crc32(data), 64), "layer.weight", "'0'")
+  _raises(torch_load, _compressed_pt(str(tmp_path / "cut.pt"), _deflate(data)[:20], zlib.crc32(data), 64), "layer.weight", "'0'")
+
+
+_BOMB_LOAD = """
+import json, sys, time, tracemalloc
+from tg.nn.state import WeightsFileError, torch_load
+tracemalloc.start()
+t = time.perf_counter()
+try:
+  torch_load(sys.argv[1])
+  err = None
+except WeightsFileError as e:
+  err = str(e)
+print(json.dumps({"s": time.perf_counter() - t, "peak": tracemalloc.get_traced_memory()[1], "err": err}))
+"""
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2], ids=["deflate", "bzip2"])
+def test_a_compressed_zip_bomb_is_refused_without_allocating(tmp_path, method):
+  # 1 GiB of zeros deflated (1 MB), or 64 MiB in bzip2 (~100 bytes), declared (by the pickle and the zip) a 64-byte storage
+  # with the CRC of 64 zeros: zipfile would decompress all of it to hand back 64 bytes. Run apart, so a regression can't take
+  # this process's memory, and measured there.
+  import bz2
+  import subprocess
+  import sys
+  if method == zipfile.ZIP_DEFLATED:
+    payload = _deflate_zeros(1024)
+  else:
+    c = bz2.BZ2Compressor(9)
+    payload = b"".join(c.compress(bytes(1 << 20)) for _ in range(64)) + c.flush()
+  fn = _compressed_pt(str(tmp_path / "bomb.pt"), payload, zlib.crc32(bytes(64)), 64, method)
+  res = subprocess.run([sys.executable, "-c", _BOMB_LOAD, fn], capture_output=True, text=True, timeout=120)
+  assert res.returncode == 0, res.stderr
+  got = json.loads(res.stdout.splitlines()[-1])
+  assert got["err"] is not None and "layer.weight" in got["err"] and "'0'" in got["err"], got
+  assert got["peak"] < 8 << 20, f"decompressing the bomb allocated {got['peak'] / 2**20:.0f} MiB"
+  assert got["s"] < 0.5, got
 
 
 def test_a_read_only_disk_buffer_past_the_end_is_an_error_not_a_longer_file(tmp_path):

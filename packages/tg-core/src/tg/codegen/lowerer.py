@@ -118,6 +118,17 @@ def _float_to_bf16_bits(x: UOp) -> UOp:
   return (bits + 0x7FFF + lsb).alu(BinaryOps.SHR, UOp.const(dtypes.uint32, 16))
 
 
+def _emulated_bf16_bitcast(x: UOp, src: DType, dst: DType) -> UOp:
+  """BITCAST where a bfloat16 is held as the float32 of the same value: its 16 bits are that float32's top half (exact,
+  so the rounding in _float_to_bf16_bits changes nothing), moved through uint16 to or from the other 16-bit dtype."""
+  n = x.count
+  if src == dtypes.bfloat16:
+    bits = _float_to_bf16_bits(x).cast(dtypes.uint16.vec(n))
+    return bits if dst == dtypes.uint16 else UOp(UOps.BITCAST, dst.vec(n), (bits,))
+  bits = x if src == dtypes.uint16 else UOp(UOps.BITCAST, dtypes.uint16.vec(n), (x,))
+  return _bf16_to_float(bits)
+
+
 REDUCE_ALU: dict[Op, BinaryOps] = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.PROD: BinaryOps.MUL, ReduceOps.MAX: BinaryOps.MAX}
 
 # independent accumulators one thread keeps in a reduce loop: its outputs' (UPCAST) and, when those are fewer, the
@@ -549,7 +560,7 @@ class Lowerer:
       return out
     if op.op is UnaryOps.BITCAST:
       if self.emulate_bf16 and dtypes.bfloat16 in (op.arg, op.src[0].dtype):
-        raise NotImplementedError("bitcast to or from bfloat16 on a device that emulates bfloat16")
+        return _emulated_bf16_bitcast(srcs[0], op.src[0].dtype, op.arg)
       return UOp(UOps.BITCAST, op.arg.vec(srcs[0].count), (srcs[0],))
     out = srcs[0].alu(op.op, *srcs[1:])  # type: ignore[arg-type]
     if self.emulate_bf16 and op.dtype == dtypes.bfloat16:  # each bfloat16 result is rounded, as on hardware

@@ -90,6 +90,13 @@ def _store(buf: memoryview, dt: DType, idx: int, val: Any) -> None:
 
 
 def _bitcast(x: Any, src: DType, dst: DType) -> Any:
+  # bfloat16 has no struct format: it is a float32's top half, packed and unpacked through that
+  if src == dtypes.bfloat16:
+    (bits,) = struct.unpack("<I", struct.pack("<f", truncate(dtypes.bfloat16, x)))
+    return struct.unpack(str(dst.fmt), struct.pack("<H", bits >> 16))[0]
+  if dst == dtypes.bfloat16:
+    (bits,) = struct.unpack("<H", struct.pack(str(src.fmt), x))
+    return struct.unpack("<f", struct.pack("<I", bits << 16))[0]
   return struct.unpack(str(dst.fmt), struct.pack(str(src.fmt), x))[0]
 
 

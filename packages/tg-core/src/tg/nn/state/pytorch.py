@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import io
 import os
 import pickle
 import struct
@@ -11,11 +12,13 @@ from typing import IO, Any
 from tg.dtype import DType, dtypes
 from tg.helpers import prod
 from tg.nn.state._common import PathLike, WeightsFileError, _check_extent, _disk_tensor, _host_tensor, _is_int, _read_bytes
+from tg.nn.state._unzip import read_compressed_member
 from tg.tensor import Tensor
 
 # ---------- PyTorch ----------
 # torch.save writes a zip (torch >= 1.6): <archive>/data.pkl, a pickle whose tensors refer to storages by key
-# through persistent ids, and <archive>/data/<key>, each storage's raw bytes, stored uncompressed. The legacy
+# through persistent ids, and <archive>/data/<key>, each storage's raw bytes, stored uncompressed (an archive
+# recompressed by another zip tool is read too, decompressed with its size bounded: _unzip.py). The legacy
 # format (torch < 1.6) is a stream of pickles: magic number, protocol version, system info, the object, the
 # list of storage keys, then each storage as an int64 element count followed by its bytes.
 
@@ -34,19 +37,28 @@ _LEGACY_MAGIC, _LEGACY_PROTOCOL = 0x1950A86A20F9469CFC6C, 1001
 
 
 class _TorchStorage:
-  """One storage of a checkpoint: its element dtype, and where its bytes are once known (a file range, or
-  bytes in memory for a compressed zip entry). Legacy files give the location only after the object."""
+  """One storage of a checkpoint: its element dtype, and where its bytes are once known: a file range, or a
+  compressed zip member, decompressed into memory when a tensor first needs it. Legacy files give the location
+  only after the object."""
 
   def __init__(self, key: str, dtype: DType) -> None:
     self.key, self.dtype = key, dtype
     self.path: str | None = None
     self.offset = self.nbytes = 0
     self.data: bytes | None = None
+    self.compressed: zipfile.ZipInfo | None = None  # the member whose compressed bytes start at `offset`
     self.big_endian = False
     self.error = ""  # why its bytes can't be read (said when a tensor needs them, naming the tensor)
 
-  def read(self, offset: int, n: int) -> bytes:
+  def read(self, offset: int, n: int, where: str) -> bytes:
     assert 0 <= offset and offset + n <= self.nbytes, "the tensor's extent was checked in to_tensor"
+    if self.compressed is not None and self.data is None:
+      assert self.path is not None
+      try:
+        self.data = read_compressed_member(self.path, self.compressed, self.offset)
+      except ValueError as e:
+        self.error = f"its storage {self.key!r} (compressed member {self.compressed.filename}) can't be read: {e}"
+        raise WeightsFileError(f"{where}: {self.error}") from None
     if self.data is not None:
       return self.data[offset:offset + n]
     assert self.path is not None, f"storage {self.key} was never located"
@@ -91,13 +103,13 @@ class _TorchTensor:
       return _host_tensor(b"", shape, dtype)
     contiguous = all(s == 1 or d == c for s, d, c in zip(shape, strides, _row_major_strides(shape)))
     byte_offset = storage_offset * isz
-    if contiguous and st.data is None and not (st.big_endian and isz > 1):
+    if contiguous and st.compressed is None and not (st.big_endian and isz > 1):
       assert st.path is not None
       return _disk_tensor(st.path, st.offset + byte_offset, shape, dtype)
     # rearranged on the host as it moves in: gather the strided elements (as unsigned ints of the same size,
     # so any dtype, bfloat16 included, moves bit-exact), fix the byte order, and copy to the compute device
     import numpy as np
-    raw = np.frombuffer(st.read(byte_offset, span * isz), dtype=np.dtype(f"{'>' if st.big_endian else '<'}u{isz}"))
+    raw = np.frombuffer(st.read(byte_offset, span * isz, where), dtype=np.dtype(f"{'>' if st.big_endian else '<'}u{isz}"))
     arr = np.lib.stride_tricks.as_strided(raw, shape=shape, strides=tuple(d * isz for d in strides))
     native = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("="))
     return _host_tensor(native.reshape(-1).view(np.uint8), shape, dtype)
@@ -211,7 +223,7 @@ class _TorchUnpickler(pickle.Unpickler):
     if len(pid) > 5 and pid[5] is not None:
       raise NotImplementedError("torch_load: legacy storage views (view_metadata) are not supported")
     if key not in self.storages:
-      self.storages[key] = self.get_storage(key, dtype) if self.get_storage is not None else _TorchStorage(key, dtype)
+      self.storages[key] = self.get_storage(key, dtype, pid[4]) if self.get_storage is not None else _TorchStorage(key, dtype)
     return self.storages[key]
 
 
@@ -234,7 +246,7 @@ def _torch_load_zip(path: str) -> Any:
     prefix = pkls[0][:-len("data.pkl")]
     big_endian = prefix + "byteorder" in z.namelist() and z.read(prefix + "byteorder").strip() == b"big"
 
-    def locate(key: str, dtype: DType) -> _TorchStorage:
+    def locate(key: str, dtype: DType, numel: Any) -> _TorchStorage:
       st = _TorchStorage(key, dtype)
       try:
         info = z.getinfo(f"{prefix}data/{key}")
@@ -242,18 +254,35 @@ def _torch_load_zip(path: str) -> Any:
         st.error = f"its storage {key!r} is missing from the archive (no {prefix}data/{key})"
         return st
       st.nbytes, st.big_endian = info.file_size, big_endian
+      st.path, st.offset = path, _zip_member_offset(path, info)
       if info.compress_type == zipfile.ZIP_STORED:
-        st.path, st.offset = path, _zip_member_offset(path, info)
         try:
           _check_extent(path, f"storage {key!r}", st.offset, st.nbytes, size)
         except WeightsFileError as e:  # said when a tensor needs it, naming the tensor
           st.error = str(e)
-      else:  # compressed by some other tool: no bytes to map, so decompress it into memory
-        st.data = z.read(info)
+      elif not _is_int(numel) or numel * dtype.itemsize != info.file_size:
+        # compressed by some other tool: the pickle's size bounds what decompressing may produce, so a member that
+        # declares other is refused before a byte is inflated (zip bombs declare small and inflate huge, or the reverse)
+        want = f"{numel * dtype.itemsize} bytes" if _is_int(numel) else "an unknown size"
+        st.error = (f"its storage {key!r} holds {numel!r} {dtype} elements ({want}) by the pickle, but its compressed member "
+                    f"{info.filename} declares {info.file_size} bytes")
+      else:
+        try:
+          _check_extent(path, f"storage {key!r}", st.offset, info.compress_size, size)
+          st.compressed = info
+        except WeightsFileError as e:
+          st.error = str(e)
       return st
 
-    with z.open(pkls[0]) as f:
-      return _TorchUnpickler(f, locate).load()
+    info = z.getinfo(pkls[0])
+    if info.compress_type == zipfile.ZIP_STORED:
+      with z.open(info) as f:
+        return _TorchUnpickler(f, locate).load()
+    try:  # bounded like the storages: zipfile would inflate a bzip2 bomb whole in one step
+      pkl = read_compressed_member(path, info, _zip_member_offset(path, info))
+    except ValueError as e:
+      raise WeightsFileError(f"{path}: its pickle {info.filename} can't be read: {e}") from None
+    return _TorchUnpickler(io.BytesIO(pkl), locate).load()
 
 
 def _torch_load_legacy(path: str) -> Any:
@@ -324,8 +353,10 @@ def torch_load(fn: PathLike) -> dict[str, Tensor]:
 
   Reads the zip format and the legacy (torch < 1.6) format. Tensors stored contiguously are DISK tensors
   mapped from the file; strided tensors (e.g. a transposed tensor saved as is) are gathered on the host and
-  land on Device.DEFAULT. Tensors that are views of one storage stay views of the same file bytes. Classes
-  and functions other than tensors and containers are not run: they load as inert stand-ins.
+  land on Device.DEFAULT, as do tensors of an archive some other zip tool recompressed (each storage is decompressed
+  when a tensor first needs it, never past the size the pickle gives it). Tensors that are views of one storage stay
+  views of the same file bytes. Classes and functions other than tensors and containers are not run: they load as
+  inert stand-ins.
 
   The file is only read (contiguous tensors map it read-only). Every tensor's offset, size and strides are checked
   against its storage, and every storage against the file, before anything is read: a truncated, lying or malformed
