@@ -18,7 +18,9 @@ from tg.lazy import LazyBuffer
 from tg.ops import MetaOps
 from tg.shape.symbolic import Node, bound_value, sint
 from tg.tensor_index import IndexingMixin
+from tg.tensor_math import MathMixin
 from tg.tensor_nn import NNMixin
+from tg.tensor_select import SelectMixin
 
 Scalar = ConstType
 
@@ -119,7 +121,7 @@ class _TensorMeta(type):
       super().__setattr__(name, value)
 
 
-class Tensor(IndexingMixin, NNMixin, metaclass=_TensorMeta):
+class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMeta):
   """A multi-dimensional array on a device, with autograd.
 
   Operations build a lazy graph; `realize()` (or reading the data) runs it.
