@@ -1,0 +1,35 @@
+"""The exceptions tg raises for bad arguments, one hierarchy for the user API.
+
+PyTorch raises RuntimeError (or IndexError for an axis out of range) for a shape that doesn't fit; Python code
+expects ValueError or TypeError. Each class here is both, so `except RuntimeError` written for torch and
+`except ValueError` written for Python catch the same error, and tg's message says what was wrong and what was
+expected. tinygrad's tests expect AssertionError for some checks (a TinyJit input whose shape changed): those errors
+subclass AssertionError as well, where they are raised.
+
+  TgArgumentError(ValueError, RuntimeError)    an argument's value is wrong (a negative size, an unknown mode)
+    ShapeError                                 shapes don't fit (matmul, reshape, broadcast, cat, gather)
+  AxisError(IndexError, RuntimeError)          an axis out of range, or repeated where each must be distinct
+  DTypeError(TypeError, RuntimeError)          an op given a dtype it doesn't take (a bitwise op on floats)
+  GradientError(RuntimeError)                  backward through an op that has no gradient (a comparison)
+"""
+from __future__ import annotations
+
+
+class TgArgumentError(ValueError, RuntimeError):
+  """An argument's value is wrong."""
+
+
+class ShapeError(TgArgumentError):
+  """Shapes that don't fit together."""
+
+
+class AxisError(IndexError, RuntimeError):
+  """An axis (dim) out of range for the tensor, or one given twice where each must be distinct."""
+
+
+class DTypeError(TypeError, RuntimeError):
+  """A dtype the op doesn't take."""
+
+
+class GradientError(RuntimeError):
+  """backward() through an op that has no gradient."""
