@@ -13,6 +13,13 @@ ATOL, RTOL = 1e-5, 1e-4
 STEPS = 5
 
 
+@pytest.fixture(autouse=True)
+def training():
+  """Optimizers step only in training mode, as tinygrad's (tests/compat/test_nn_tinygrad.py checks the refusal)."""
+  with Tensor.train():
+    yield
+
+
 @pytest.fixture
 def torch():
   return pytest.importorskip("torch")

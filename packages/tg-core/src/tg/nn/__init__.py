@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from tg.dtype import dtypes
 from tg.helpers import make_pair, prod
+from tg.nn import optim, state  # noqa: F401  # reachable as tg.nn.optim / tg.nn.state, as in tinygrad
 from tg.tensor import Tensor
 
 

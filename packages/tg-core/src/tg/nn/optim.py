@@ -30,6 +30,11 @@ def _norm(x: Tensor) -> Tensor:
   return x.cast(dtypes.float32).square().sum().sqrt()
 
 
+class NotTrainingError(AssertionError, RuntimeError):
+  """An optimizer stepped outside `Tensor.train()`. An AssertionError as tinygrad raises (its tests expect one),
+  and a RuntimeError for torch-style handlers."""
+
+
 class Optimizer:
   """Holds the parameters to train and the learning rate; subclasses say how a step updates them."""
 
@@ -56,6 +61,11 @@ class Optimizer:
 
   def schedule_step(self) -> list[Tensor]:
     """Build the step lazily and return the tensors to realize, for callers that realize more alongside it."""
+    # as tinygrad: a step outside training is almost always a forgotten `Tensor.train()`, under which dropout and
+    # batchnorm statistics would have behaved differently in the forward pass the gradients came from
+    if not Tensor.training:
+      raise NotTrainingError("optimizer step with Tensor.training=False: wrap the training step in `with Tensor.train():` "
+                             "(or set Tensor.training = True) before calling step()")
     missing = [i for i, p in enumerate(self.params) if p.grad is None]
     if missing:
       raise RuntimeError(f"parameters {missing} (of {len(self.params)}) have no gradient: call loss.backward() before step(), "
