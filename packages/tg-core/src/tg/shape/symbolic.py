@@ -70,6 +70,24 @@ class Node:
   def __gt__(self, b: sint) -> Node: return (-self) < (-b)
   def __ge__(self, b: sint) -> Node: return (-self) < (-b + 1)
   def __rmul__(self, b: int) -> Node: return self * b
+  def __rfloordiv__(self, b: int) -> Node: return NumNode(b) // self
+  def __rmod__(self, b: int) -> Node: return NumNode(b) % self
+
+  def __truediv__(self, b: sint) -> Node:
+    if not isinstance(b, (int, Node)) or isinstance(b, bool):
+      return NotImplemented
+    """Exact division only: a size divided by what divides it ((i*4)/2 is i*2). tinygrad's Nodes have no `/` at all;
+    a quotient that may not be an integer is refused (as tinygrad refuses every `/`) rather than made a float, which
+    a shape or an index can't hold."""
+    q = self // b
+    if q * b == self:
+      return q
+    raise TypeError(f"{self} / {b} may not be an integer: symbolic sizes divide with // (floor) or exactly")
+
+  def __rtruediv__(self, b: int) -> Node:
+    if not isinstance(b, int) or isinstance(b, bool):
+      return NotImplemented
+    return NumNode(b) / self
 
   def __lt__(self, b: sint) -> Node:
     lhs: Node = self
@@ -87,15 +105,22 @@ class Node:
       consts = sum(x.b for x in lhs.nodes if isinstance(x, NumNode))
       if consts:
         return Node.sum([x for x in lhs.nodes if not isinstance(x, NumNode)]) < b - consts
-    if isinstance(lhs, MulNode) and isinstance(lhs.b, int) and lhs.b > 0:  # x*c < b is x < ceil(b/c)
-      return lhs.a < -(-b // lhs.b)
+      if (folded := _lt_common_factor(lhs, b)) is not None:
+        return folded
+    if isinstance(lhs, MulNode) and isinstance(lhs.b, int):
+      if lhs.b > 0:  # x*c < b is x < ceil(b/c)
+        return lhs.a < -(-b // lhs.b)
+      if lhs.b < -1:  # x*-c < b is -x < ceil(b/c)
+        return (lhs.a * -1) < -(-b // -lhs.b)
     return LtNode(lhs, b)
 
   def __mul__(self, b: sint) -> Node:
     if isinstance(b, NumNode):
       b = b.b
     if isinstance(b, Node):
-      return b * self.b if isinstance(self, NumNode) else MulNode(self, b)
+      if isinstance(self, NumNode):
+        return b * self.b
+      return MulNode(self, b) if self.key <= b.key else MulNode(b, self)  # one order, so i*j == j*i
     if b == 0:
       return NumNode(0)
     if b == 1:
@@ -128,7 +153,8 @@ class Node:
       return NumNode(1)
     if b.min <= 0:
       raise ValueError(f"can't divide by {b}, which may be <= 0")
-    return DivNode(self, b)
+    ret = DivNode(self, b)
+    return NumNode(ret.min) if ret.min == ret.max else ret  # 127 // (i*128) is 0 for every i >= 1
 
   def __mod__(self, b: sint) -> Node:
     if isinstance(b, NumNode):
@@ -138,6 +164,8 @@ class Node:
         return NumNode(0)
       if b.min <= 0:
         raise ValueError(f"can't take modulo by {b}, which may be <= 0")
+      if self.min >= 0 and (b - self).min > 0:  # always below the divisor: 127 % (i*128) is 127
+        return self
       return ModNode(self, b)
     if b <= 0:
       raise ValueError(f"modulo by non-positive {b}")
@@ -185,6 +213,18 @@ class Node:
     return kept[0] if len(kept) == 1 else AndNode(kept)
 
 
+def _lt_common_factor(lhs: SumNode, b: int) -> Node | None:
+  """g*M + r < g*B is M < B when 0 <= r < g: (idx*4 + lane) < 512 is idx < 128, for lane in [0, 4)."""
+  muls = [(n.a, n.b) for n in lhs.nodes if isinstance(n, MulNode) and isinstance(n.b, int) and n.b > 0]
+  if not muls:
+    return None
+  g = math.gcd(b, *[c for _, c in muls])
+  rest = Node.sum([n for n in lhs.nodes if not (isinstance(n, MulNode) and isinstance(n.b, int) and n.b > 0)])
+  if g <= 1 or rest.min < 0 or rest.max >= g:
+    return None
+  return Node.sum([a * (c // g) for a, c in muls]) < b // g
+
+
 def _flat(nodes: list[Node], kind: type) -> list[Node]:
   out: list[Node] = []
   for n in nodes:
@@ -202,6 +242,9 @@ class NumNode(Node):
 
   def __int__(self) -> int:
     return self.b
+
+  def __hash__(self) -> int:  # equal to the int it equals, as a dict key or set member
+    return hash(self.b)
 
   def _mul_int(self, b: int) -> Node:
     return NumNode(self.b * b)
@@ -415,6 +458,19 @@ class AndNode(RedNode):
 
 
 # ---------- helpers over sint ----------
+
+def sym_render(a: sint, ops: dict[type, Callable[..., Any]] | None = None, ctx: Any = None) -> str:
+  return str(a) if isinstance(a, int) else str(a.render(ops, ctx))
+
+
+def create_lt_node(lhs: Node, b: sint) -> Node:
+  """`lhs < b`, simplified (tinygrad's name for it)."""
+  return lhs < b
+
+
+def create_ge_node(lhs: Node, b: sint) -> Node:
+  return lhs >= b
+
 
 def sym_infer(a: sint, var_vals: dict[Variable, int]) -> int:
   """The value of `a` with each Variable replaced by its value."""
