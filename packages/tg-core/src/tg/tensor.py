@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import tg.divcheck as divcheck
@@ -12,11 +12,12 @@ import tg.function as F
 from tg.device import Buffer, Device, is_dtype_supported
 from tg.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
 from tg.engine.realize import run_schedule
-from tg.engine.schedule import create_schedule
+from tg.engine.schedule import ScheduleItem, create_schedule
+from tg.errors import AxisError, DTypeError, GradientError, ShapeError, TgArgumentError
 from tg.helpers import argfix, prod
 from tg.lazy import LazyBuffer
 from tg.ops import MetaOps
-from tg.shape.symbolic import Node, bound_value, sint
+from tg.shape.symbolic import Node, Variable, bound_value, sint
 from tg.tensor_index import IndexingMixin
 from tg.tensor_math import MathMixin
 from tg.tensor_nn import NNMixin
@@ -50,7 +51,7 @@ def _broadcast_shape(*shapes: tuple[sint, ...]) -> tuple[sint, ...]:
   for dims in zip(*padded):
     sizes = {d for d in dims if d != 1}
     if len(sizes) > 1:
-      raise ValueError(f"shapes {' and '.join(str(s) for s in shapes)} can't be broadcast together (sizes {sorted(sizes)} in one axis)")
+      raise ShapeError(f"shapes {' and '.join(str(s) for s in shapes)} can't be broadcast together (sizes {sorted(sizes)} in one axis)")
     out.append(sizes.pop() if sizes else 1)
   return tuple(out)
 
@@ -193,6 +194,11 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def nbytes(self) -> sint: return self.numel() * self.element_size()
   def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)
 
+  def size(self, dim: int | None = None) -> sint | tuple[sint, ...]:
+    """The shape, or the size of axis `dim` (torch's and tinygrad's)."""
+    return self.shape if dim is None else self.shape[self._resolve_axis(dim)]
+
+
   # ---------- running and reading ----------
   @staticmethod
   def realize_all(*tensors: Tensor) -> None:
@@ -231,7 +237,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
 
   def item(self) -> Scalar:
     if self.numel() != 1:
-      raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+      raise TgArgumentError(f"item() needs a tensor with one element, this one has shape {self.shape}")
     return self.numpy().reshape(()).item()  # type: ignore[no-any-return]
 
   def to(self, device: str | None) -> Tensor:
@@ -274,12 +280,61 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
 
   def contiguous(self) -> Tensor: return F.Contiguous.apply(self)  # type: ignore[no-any-return]
 
+  def contiguous_backward(self) -> Tensor:
+    """The identity, whose gradient is made contiguous before it flows back (tinygrad's)."""
+    return F.ContiguousBackward.apply(self)  # type: ignore[no-any-return]
+
+  def to_(self, device: str | None) -> None:
+    """Move this tensor (and its gradient) to `device` in place (tinygrad's: returns nothing)."""
+    real = self.to(device)
+    if self.grad is not None and real.grad is not None:
+      self.grad.lazydata = real.grad.lazydata
+    self.lazydata = real.lazydata
+
+  def replace(self, x: Tensor) -> Tensor:
+    """Take x's data (dtype and device may differ, the shape may not) as this tensor's, keeping its identity: for
+    swapping a parameter for a new version of it. Neither may be part of an autograd graph."""
+    if x.requires_grad or self._ctx is not None:
+      raise GradientError("replace() of a tensor in an autograd graph, or with one that requires grad: use assign, or detach x")
+    if x.shape != self.shape:
+      raise ShapeError(f"replace of shape {self.shape} with {x.shape}: the shapes must match")
+    self.lazydata = x.lazydata
+    return self
+
+  def sequential(self, ll: Sequence[Callable[[Tensor], Tensor]]) -> Tensor:
+    """Apply the functions (layers) in order, each to the last one's output."""
+    ret = self
+    for f in ll:
+      ret = f(ret)
+    return ret
+
+  def schedule_with_vars(self, *lst: Tensor, seen: set[LazyBuffer] | None = None) -> tuple[list[ScheduleItem], dict[Variable, int]]:
+    """The kernels (ScheduleItems) that realize these tensors, and the values of the Variables bound in their shapes: run
+    them with tg.engine.realize.run_schedule. Unlike realize(), a schedule run this way doesn't check integer division
+    by zero (tg.divcheck). `seen` (tinygrad's buffers already scheduled) must be empty: tg schedules a graph in one go."""
+    if seen:
+      raise NotImplementedError("schedule(seen=...) with buffers already scheduled: realize the earlier schedule first")
+    schedule = create_schedule([t.lazydata for t in (self, *lst)])
+    var_vals: dict[Variable, int] = {}
+    for si in schedule:
+      var_vals.update(si.var_vals)
+    if seen is not None:
+      seen.update(t.lazydata.base for t in (self, *lst))
+    return schedule, var_vals
+
+  def schedule(self, *lst: Tensor, seen: set[LazyBuffer] | None = None) -> list[ScheduleItem]:
+    """The kernels that realize these tensors (see schedule_with_vars), for shapes without bound Variables."""
+    schedule, var_vals = self.schedule_with_vars(*lst, seen=seen)
+    if var_vals:
+      raise RuntimeError(f"schedule() of tensors whose shapes have bound Variables {sorted(v.expr for v in var_vals)}: use schedule_with_vars")
+    return schedule
+
   # ---------- creation ----------
   @staticmethod
   def full(shape: sint | tuple[sint, ...], fill_value: Scalar, **kwargs: Any) -> Tensor:
     shape = argfix(shape)
     if not all(isinstance(s, (int, Node)) and not isinstance(s, bool) for s in shape) or any(isinstance(s, int) and s < 0 for s in shape):
-      raise ValueError(f"bad shape {shape}: sizes must be non-negative ints (or symbolic)")
+      raise TgArgumentError(f"bad shape {shape}: sizes must be non-negative ints (or symbolic)")
     dtype = to_dtype(kwargs.pop("dtype")) if kwargs.get("dtype") is not None else dtypes.from_py(fill_value)
     kwargs.pop("dtype", None)
     return Tensor(LazyBuffer.full(fill_value, shape, dtype, Device.canonicalize(kwargs.pop("device", None))), **kwargs)
@@ -314,7 +369,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     if stop is None:
       start, stop = 0, start
     if step == 0:
-      raise ValueError("arange step must not be zero")
+      raise TgArgumentError("arange step must not be zero")
     dtype = to_dtype(kwargs.pop("dtype")) if kwargs.get("dtype") is not None else dtypes.from_py([start, stop, step])
     kwargs.pop("dtype", None)
     device = Device.canonicalize(kwargs.pop("device", None))
@@ -347,7 +402,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   def linspace(start: float, stop: float, steps: int, **kwargs: Any) -> Tensor:
     if steps < 0:
-      raise ValueError(f"linspace needs steps >= 0, got {steps}")
+      raise TgArgumentError(f"linspace needs steps >= 0, got {steps}")
     dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
     device = Device.canonicalize(kwargs.pop("device", None))
     if steps == 1:
@@ -422,7 +477,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def randint(*shape: Any, low: int = 0, high: int = 10, **kwargs: Any) -> Tensor:
     """Uniform integers in [low, high)."""
     if high <= low:
-      raise ValueError(f"randint needs low < high, got [{low}, {high})")
+      raise TgArgumentError(f"randint needs low < high, got [{low}, {high})")
     dtype = to_dtype(kwargs.pop("dtype", dtypes.int32))
     u = Tensor.rand(*shape, device=kwargs.pop("device", None))
     return Tensor((u * (high - low)).cast(dtypes.int32).add(low).cast(dtype).lazydata, **kwargs)
@@ -459,11 +514,11 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     """Sample indices from the (unnormalized) weights in the last axis: inverse transform of uniforms.
     Without replacement, samples are drawn one at a time, each drawn index's weight then set to 0."""
     if self.ndim not in (1, 2):
-      raise ValueError(f"multinomial needs weights of 1 or 2 axes, got {self.shape}")
+      raise ShapeError(f"multinomial needs weights of 1 or 2 axes, got {self.shape}")
     w = self.unsqueeze(0) if self.ndim == 1 else self
     n = _concrete(w.shape[1])
     if not replacement and num_samples > n:
-      raise ValueError(f"can't draw {num_samples} samples without replacement from {n} categories")
+      raise TgArgumentError(f"can't draw {num_samples} samples without replacement from {n} categories")
 
     def draw(weights: Tensor, k: int) -> Tensor:
       cdf = weights.cumsum(1)
@@ -513,9 +568,11 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
                            "call .sum() first or pass gradient=")
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device, requires_grad=False)
     if gradient.shape != self.shape:
-      raise ValueError(f"gradient shape {gradient.shape} does not match tensor shape {self.shape}")
+      raise ShapeError(f"gradient shape {gradient.shape} does not match tensor shape {self.shape}")
     if self._ctx is None and not self.requires_grad:
-      raise RuntimeError("this tensor does not require grad and has no graph: set requires_grad=True on an input")
+      raise GradientError("this tensor does not require grad and has no graph: set requires_grad=True on an input (comparisons, "
+                          "bitwise ops and integer division have no gradient: a result that depends on its inputs only through "
+                          "them has none, as in torch)")
     self.grad = gradient
     for t0 in reversed(self._toposort()):
       if t0._ctx is None or t0.grad is None:
@@ -535,39 +592,44 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def _resolve_axis(self, axis: int, ndim: int | None = None) -> int:
     ndim = self.ndim if ndim is None else ndim
     if not -max(ndim, 1) <= axis < max(ndim, 1):
-      raise IndexError(f"axis {axis} is out of range for a tensor with {ndim} dimensions")
+      raise AxisError(f"axis {axis} is out of range for a tensor with {ndim} dimensions")
     return axis + ndim if axis < 0 else axis
 
-  def reshape(self, shape: Any, *args: int) -> Tensor:
-    new_shape = argfix(shape, *args)
+  def reshape(self, shape: Any, *args: int | None) -> Tensor:
+    """A view with the same elements in a new shape: one -1 is inferred, and None keeps that axis's size (tinygrad's)."""
+    given = argfix(shape, *args)
+    if any(s is None for s in given[self.ndim:]):
+      raise AxisError(f"reshape {given}: None keeps an axis's size, and {self.shape} has only {self.ndim} axes")
+    new_shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(given))
     if new_shape.count(-1) > 1:
-      raise ValueError(f"only one dimension of {new_shape} can be -1")
+      raise TgArgumentError(f"only one dimension of {new_shape} can be -1")
     if -1 in new_shape:
       rest = _concrete(prod(s for s in new_shape if s != -1))
       if rest == 0 or _concrete(self.numel()) % rest:
-        raise ValueError(f"can't reshape {self.shape} to {new_shape}")
+        raise ShapeError(f"can't reshape {self.shape} to {new_shape}")
       new_shape = tuple(_concrete(self.numel()) // rest if s == -1 else s for s in new_shape)
     if any(isinstance(s, int) and s < 0 for s in new_shape) or _concrete(prod(new_shape)) != _concrete(self.numel()):
-      raise ValueError(f"can't reshape {self.shape} ({self.numel()} elements) to {new_shape}")
+      raise ShapeError(f"can't reshape {self.shape} ({self.numel()} elements) to {new_shape}")
     return self if new_shape == self.shape else F.Reshape.apply(self, shape=new_shape)  # type: ignore[no-any-return]
 
   view = reshape
 
-  def expand(self, shape: Any, *args: int) -> Tensor:
+  def expand(self, shape: Any, *args: int | None) -> Tensor:
+    """Grow size-1 axes (and add leading ones) to `shape`; -1 or None keeps an axis's size."""
     new_shape = argfix(shape, *args)
     if len(new_shape) < self.ndim:
-      raise ValueError(f"can't expand {self.shape} to fewer dimensions {new_shape}")
-    new_shape = tuple(s if ns == -1 else ns for s, ns in zip((1,) * (len(new_shape) - self.ndim) + self.shape, new_shape))
+      raise ShapeError(f"can't expand {self.shape} to fewer dimensions {new_shape}")
+    new_shape = tuple(s if ns == -1 or ns is None else ns for s, ns in zip((1,) * (len(new_shape) - self.ndim) + self.shape, new_shape))
     base = self.reshape((1,) * (len(new_shape) - self.ndim) + self.shape)
     for s, ns in zip(base.shape, new_shape):
       if s != ns and s != 1:
-        raise ValueError(f"can't expand {self.shape} to {new_shape}: only size-1 axes can grow")
+        raise ShapeError(f"can't expand {self.shape} to {new_shape}: only size-1 axes can grow")
     return base if new_shape == base.shape else F.Expand.apply(base, shape=new_shape)  # type: ignore[no-any-return]
 
   def permute(self, order: Any, *args: int) -> Tensor:
     order = tuple(self._resolve_axis(a) for a in argfix(order, *args))
     if sorted(order) != list(range(self.ndim)):
-      raise ValueError(f"permute order {order} is not a permutation of {self.ndim} axes")
+      raise AxisError(f"permute order {order} is not a permutation of {self.ndim} axes")
     return F.Permute.apply(self, order=order)  # type: ignore[no-any-return]
 
   def transpose(self, ax1: int = 1, ax2: int = 0) -> Tensor:
@@ -585,23 +647,29 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     s, e = self._resolve_axis(start_dim), self._resolve_axis(end_dim)
     return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
 
-  def squeeze(self, dim: int | None = None) -> Tensor:
+  def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
+    """Drop size-1 axes: all of them, or those of `dim` (an int, or a tuple as torch's) that have size 1. A 0-d tensor
+    takes dim 0 or -1 and stays as it is."""
     if dim is None:
       return self.reshape(tuple(s for s in self.shape if s != 1))
-    d = self._resolve_axis(dim)
-    return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
+    axes = {self._resolve_axis(d) for d in ((dim,) if isinstance(dim, int) else dim)}
+    if not self.ndim:
+      return self
+    return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes or s != 1))
 
   def unsqueeze(self, dim: int) -> Tensor:
     d = self._resolve_axis(dim, self.ndim + 1)
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
 
-  def pad(self, padding: Sequence[tuple[int, int] | None], value: float = 0.0) -> Tensor:
+  def pad(self, padding: Sequence[tuple[sint, sint] | None], value: float = 0.0) -> Tensor:
     """Pad each axis by (before, after) with `value`; None leaves an axis alone."""
     if len(padding) != self.ndim:
-      raise ValueError(f"pad needs one (before, after) per axis: got {len(padding)} for {self.ndim} axes")
-    arg = tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)
-    if any(b < 0 or a < 0 for b, a in arg):
-      raise ValueError(f"negative padding {arg}: use shrink or slicing to cut")
+      raise ShapeError(f"pad needs one (before, after) per axis: got {len(padding)} for {self.ndim} axes")
+    # symbolic amounts stay symbolic (a cat along a symbolic axis pads by it); ints are checked here
+    arg = tuple((0, 0) if p is None else (p[0] if isinstance(p[0], Node) else int(p[0]), p[1] if isinstance(p[1], Node) else int(p[1]))
+                for p in padding)
+    if any(_concrete(b) < 0 or _concrete(a) < 0 for b, a in arg):
+      raise TgArgumentError(f"negative padding {arg}: use shrink or slicing to cut")
     if all(p == (0, 0) for p in arg):
       return self
     ret = F.Pad.apply(self, arg=arg)
@@ -612,22 +680,24 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
 
   def shrink(self, arg: Sequence[tuple[sint, sint] | None]) -> Tensor:
     if len(arg) != self.ndim:
-      raise ValueError(f"shrink needs one (start, end) per axis: got {len(arg)} for {self.ndim} axes")
+      raise ShapeError(f"shrink needs one (start, end) per axis: got {len(arg)} for {self.ndim} axes")
     narg = tuple((0, s) if a is None else a for a, s in zip(arg, self.shape))
     for (b, e), s in zip(narg, self.shape):
       if not 0 <= _concrete(b) <= _concrete(e) <= _concrete(s):
-        raise ValueError(f"shrink {narg} is out of bounds for shape {self.shape}")
+        raise ShapeError(f"shrink {narg} is out of bounds for shape {self.shape}")
     return self if narg == tuple((0, s) for s in self.shape) else F.Shrink.apply(self, arg=narg)  # type: ignore[no-any-return]
 
   def flip(self, axis: int | Sequence[int], *args: int) -> Tensor:
     axes = tuple(self._resolve_axis(a) for a in argfix(axis, *args))
+    if len(set(axes)) != len(axes):
+      raise AxisError(f"flip axes {argfix(axis, *args)} name axis {next(a for a in axes if axes.count(a) > 1)} twice")
     return F.Flip.apply(self, axis=axes)  # type: ignore[no-any-return]
 
   def repeat(self, repeats: Sequence[int], *args: int) -> Tensor:
     """Tile the tensor `repeats[i]` times along each axis (torch.Tensor.repeat)."""
     reps = argfix(repeats, *args)
     if len(reps) < self.ndim:
-      raise ValueError(f"repeat needs at least one count per axis: {reps} for shape {self.shape}")
+      raise ShapeError(f"repeat needs at least one count per axis: {reps} for shape {self.shape}")
     base = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
     interleaved = tuple(x for s in base.shape for x in (1, s))
     tiled = tuple(x for r, s in zip(reps, base.shape) for x in (r, s))
@@ -644,7 +714,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def pad2d(self, padding: Sequence[int], value: float = 0.0) -> Tensor:
     """Pad the last len(padding)//2 axes; padding is (left, right, top, bottom, ...) from the last axis back."""
     if len(padding) % 2 or len(padding) // 2 > self.ndim:
-      raise ValueError(f"pad2d needs (before, after) pairs for at most {self.ndim} axes, got {padding}")
+      raise ShapeError(f"pad2d needs (before, after) pairs for at most {self.ndim} axes, got {padding}")
     pairs = [(padding[2 * i], padding[2 * i + 1]) for i in range(len(padding) // 2)][::-1]
     keep: list[tuple[sint, sint] | None] = [None] * (self.ndim - len(pairs))
     if any(b < 0 or a < 0 for b, a in pairs):  # negative padding crops, as in torch
@@ -680,10 +750,12 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     d = self._resolve_axis(dim)
     for t in ts:
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
-        raise ValueError(f"cat along axis {d}: shapes {[t.shape for t in ts]} differ outside that axis")
+        raise ShapeError(f"cat along axis {d}: shapes {[t.shape for t in ts]} differ outside that axis")
     dt = least_upper_dtype(*[t.dtype for t in ts])
-    sizes = [_concrete(t.shape[d]) for t in ts]
-    total, out, start = sum(sizes), None, 0
+    sizes = [t.shape[d] for t in ts]  # symbolic sizes stay symbolic: the result's axis is their sum, as tinygrad's
+    total: sint = sum(sizes)
+    out: Tensor | None = None
+    start: sint = 0
     for t, n in zip(ts, sizes):
       piece = t.cast(dt).pad(tuple((start, total - start - n) if i == d else None for i in range(self.ndim)))
       out = piece if out is None else out + piece
@@ -691,11 +763,20 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     assert out is not None
     return out
 
-  @staticmethod
-  def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+  def stack(self: Any, *args: Any, dim: int = 0) -> Tensor:
+    """Join tensors of one shape along a new axis `dim`. tinygrad's forms `a.stack(b, c, dim=1)` and
+    `Tensor.stack(a, b, dim=1)`, and torch's `Tensor.stack([a, b], 1)` with a list or tuple."""
+    if isinstance(self, Tensor):
+      tensors, rest = [self, *args], []
+    else:
+      tensors, rest = list(self), list(args)
+      if len(rest) == 1 and isinstance(rest[0], int) and not isinstance(rest[0], bool):
+        dim, rest = rest[0], []
+    if rest or not all(isinstance(t, Tensor) for t in tensors):
+      raise TypeError("stack takes tensors (a.stack(b, c, dim=0), Tensor.stack(a, b, dim=0)) or one list of them (Tensor.stack([a, b], 0))")
     if not tensors:
-      raise ValueError("stack needs at least one tensor")
-    d = dim if dim >= 0 else dim + tensors[0].ndim + 1
+      raise TgArgumentError("stack needs at least one tensor")
+    d = tensors[0]._resolve_axis(dim, tensors[0].ndim + 1)
     ts = [t.unsqueeze(d) for t in tensors]
     return ts[0].cat(*ts[1:], dim=d)
 
@@ -705,10 +786,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     n = _concrete(self.shape[d])
     if isinstance(sizes, int):
       if sizes <= 0:
-        raise ValueError(f"split size must be positive, got {sizes}")
+        raise TgArgumentError(f"split size must be positive, got {sizes}")
       sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
     if sum(sizes) != n:
-      raise ValueError(f"split sizes {list(sizes)} don't add up to {n}, the length of axis {d}")
+      raise ShapeError(f"split sizes {list(sizes)} don't add up to {n}, the length of axis {d}")
     out, start = [], 0
     for s in sizes:
       out.append(self.shrink(tuple((start, start + s) if i == d else None for i in range(self.ndim))))
@@ -765,7 +846,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     if rounding_mode == "floor":
       return self.floordiv(x, reverse)
     if rounding_mode is not None:
-      raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
+      raise TgArgumentError(f"rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
     a, b = self._broadcasted(x, reverse)
     if not dtypes.is_float(a.dtype):
       a, b = a.cast(least_upper_float(a.dtype)), b.cast(least_upper_float(b.dtype))
@@ -883,11 +964,15 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def minimum(self, x: Tensor | Scalar) -> Tensor:
     return -((-self).maximum(-x))
 
-  def clip(self, min_: Scalar, max_: Scalar) -> Tensor:
-    """Clamp into [min_, max_]; the gradient passes where the input is inside, bounds included (as torch)."""
-    if min_ > max_:
-      raise ValueError(f"clip needs min <= max, got {min_} > {max_}")
-    return (self < min_).where(min_, (self > max_).where(max_, self))
+  def clip(self, min_: Scalar | None = None, max_: Scalar | None = None) -> Tensor:
+    """Clamp into [min_, max_] (either may be None: no bound); the gradient passes where the input is inside, bounds
+    included. A min above the max gives the max everywhere, with no gradient (as torch and tinygrad)."""
+    if min_ is None and max_ is None:
+      raise TgArgumentError("clip needs at least one of min_ and max_")
+    if min_ is not None and max_ is not None and min_ > max_:
+      return self._zero_grad(Tensor.full(self.shape, max_, device=self.device).cast(least_upper_dtype(self.dtype, dtypes.from_py(max_))))
+    ret = self if min_ is None else (self < min_).where(min_, self)
+    return ret if max_ is None else (self > max_).where(max_, ret)
 
   def rshift(self, bits: int) -> Tensor:
     from tg.ops import BinaryOps
@@ -899,52 +984,58 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
 
   def _shift(self, op: Any, bits: int) -> Tensor:
     if not dtypes.is_int(self.dtype):
-      raise TypeError(f"bit shifts need an integer tensor, not {self.dtype}")
+      raise DTypeError(f"bit shifts need an integer tensor, not {self.dtype}")
     return Tensor(self.lazydata.e(op, self.lazydata.const(bits)), device=self.device)
 
-  def xor(self, x: Tensor | Scalar) -> Tensor:
-    a, b = self._broadcasted(x)
+  def xor(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
     if dtypes.is_float(a.dtype):
-      raise TypeError(f"^ needs integer or bool tensors, not {a.dtype}")
+      raise DTypeError(f"^ needs integer or bool tensors, not {a.dtype}")
     return F.Xor.apply(a, b)  # type: ignore[no-any-return]
 
-  def bitwise_and(self, x: Tensor | Scalar) -> Tensor:
-    a, b = self._broadcasted(x)
+  def bitwise_and(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
     if dtypes.is_float(a.dtype):
-      raise TypeError(f"& needs integer or bool tensors, not {a.dtype}")
+      raise DTypeError(f"& needs integer or bool tensors, not {a.dtype}")
     return F.BitwiseAnd.apply(a, b)  # type: ignore[no-any-return]
 
-  def bitwise_or(self, x: Tensor | Scalar) -> Tensor:
-    a, b = self._broadcasted(x)
+  def bitwise_or(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
     if dtypes.is_float(a.dtype):
-      raise TypeError(f"| needs integer or bool tensors, not {a.dtype}")
+      raise DTypeError(f"| needs integer or bool tensors, not {a.dtype}")
     return F.BitwiseOr.apply(a, b)  # type: ignore[no-any-return]
 
+  def bitwise_not(self) -> Tensor:
+    """`~`: logical not of bools, every bit flipped for ints (x ^ all ones, as torch)."""
+    if dtypes.is_float(self.dtype):
+      raise DTypeError(f"~ needs integer or bool tensors, not {self.dtype}")
+    if self.dtype == dtypes.bool:
+      return self.logical_not()
+    return self.xor(dtypes.max(self.dtype) if dtypes.is_unsigned(self.dtype) else -1)
+
+  def _int_pow(self, n: int) -> Tensor:
+    """self ** n for an int n >= 1 by repeated squaring: exact where the products are, and its gradient (from the
+    multiplications) is n * x**(n-1) everywhere, 0 included."""
+    if n == 1:
+      return self
+    half = self._int_pow(n // 2)
+    sq = half * half
+    return sq * self if n % 2 else sq
+
   def pow(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
-    if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool):
+    """self ** x (x ** self with reverse), with torch's gradients: at a zero base, for negative bases (integer exponents
+    only: nan otherwise) and for the exponent (b**e * ln b, 0 where b == 0 and e >= 0)."""
+    if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x):
       if x == 0:  # 1 everywhere (nan included), still in the graph so its gradient is 0 as in torch
         return Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device).where(1.0 if dtypes.is_float(self.dtype) else 1, self)
-      if x == 1:
-        return self
-      if x == 2:
-        return self * self
-      if x == 3:
-        return self * self * self
       if x == 0.5:
         return self.sqrt()
-      if x == -1:
-        return self.reciprocal()
+      if x == int(x) and 0 < abs(x) <= 1024:  # integer powers by multiplication: exact, as torch's
+        return self._int_pow(int(x)) if x > 0 else self.reciprocal()._int_pow(-int(x))
     base, ex = self._broadcasted(x, reverse)
     if not dtypes.is_float(base.dtype):
       base, ex = base.cast(dtypes.default_float), ex.cast(dtypes.default_float)
-    ret = (ex * base.abs().log()).exp()
-    # a negative base is defined for integer exponents only: the sign follows the exponent's parity
-    ex_int = ex.cast(dtypes.int32)
-    is_int = ex_int.cast(ex.dtype) == ex
-    odd = (ex_int.bitwise_and(1)) != 0
-    neg_ret = is_int.detach().where(odd.detach().where(-ret, ret), math.nan)
-    ret = (base < 0).detach().where(neg_ret, ret)
-    return (ex == 0).detach().where(1.0, ret)
+    return F.Pow.apply(base, ex)  # type: ignore[no-any-return]
 
   def where(self, x: Tensor | Scalar, y: Tensor | Scalar) -> Tensor:
     cond = self.cast(dtypes.bool) if self.dtype != dtypes.bool else self
@@ -982,6 +1073,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def __pow__(self, x: Tensor | Scalar) -> Tensor: return self.pow(x)
   def __matmul__(self, x: Tensor) -> Tensor: return self.matmul(x)
   def __xor__(self, x: Tensor | Scalar) -> Tensor: return self.xor(x)
+  def __rxor__(self, x: Scalar) -> Tensor: return self.xor(x, True)
+  def __rand__(self, x: Scalar) -> Tensor: return self.bitwise_and(x, True)
+  def __ror__(self, x: Scalar) -> Tensor: return self.bitwise_or(x, True)
+  def __invert__(self) -> Tensor: return self.bitwise_not()
   def __and__(self, x: Tensor | Scalar) -> Tensor: return self.bitwise_and(x)
   def __or__(self, x: Tensor | Scalar) -> Tensor: return self.bitwise_or(x)
   def __rshift__(self, x: int) -> Tensor: return self.rshift(x)
@@ -1068,13 +1163,23 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     x = self._upcast_half()
     out = x.sum(axis, keepdim)
     n = prod(self.shape[a] for a in self._reduce_axes(axis)) if self.ndim else 1
+    if isinstance(n, Node):  # a symbolic count: divide by it as a tensor, so the kernel reads the Variable's value
+      return (out / self._symbolic_count(axis, keepdim)).cast(self._out_float())
     return (out * (1 / n) if n else out * math.nan).cast(self._out_float())
+
+  def _symbolic_count(self, axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
+    """How many elements a reduce over `axis` sees, as a float tensor of the reduce's shape (for symbolic sizes)."""
+    return Tensor.ones(self.shape, dtype=self._out_float(), device=self.device).sum(axis, keepdim)
 
   def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
     x = self._upcast_half()
-    n = prod(_concrete(self.shape[a]) for a in self._reduce_axes(axis)) if self.ndim else 1
+    n_sym = prod(self.shape[a] for a in self._reduce_axes(axis)) if self.ndim else 1
     sq = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
-    return (sq / max(0, n - correction) if n - correction > 0 else sq * math.nan).cast(self._out_float())
+    if isinstance(n_sym, Node):  # a symbolic count, as in mean; n - correction <= 0 gives inf/nan as the division does
+      return (sq / (self._symbolic_count(axis, keepdim) - correction).relu()).cast(self._out_float())
+    n = n_sym
+    # n - correction <= 0 divides by 0: inf, or nan where the squares sum to 0 (as torch)
+    return (sq / max(0, n - correction)).cast(self._out_float())
 
   def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
     return self.var(axis, keepdim, correction).sqrt()
@@ -1094,6 +1199,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def cumsum(self, axis: int = 0) -> Tensor:
     """Running sum along `axis`: each output sums a window of the input padded by n-1 zeros in front."""
     ax = self._resolve_axis(axis)
+    if self.ndim == 0:
+      return self
     n = _concrete(self.shape[ax])
     if n <= 1:
       return self
@@ -1125,9 +1232,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def dot(self, w: Tensor) -> Tensor:
     n1, n2 = self.ndim, w.ndim
     if n1 == 0 or n2 == 0:
-      raise ValueError(f"matmul needs at least 1 dimension on both sides, got shapes {self.shape} and {w.shape}")
+      raise ShapeError(f"matmul needs at least 1 dimension on both sides, got shapes {self.shape} and {w.shape}")
     if self.shape[-1] != w.shape[-min(n2, 2)]:
-      raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({self.shape[-1]} != {w.shape[-min(n2, 2)]})")
+      raise ShapeError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({self.shape[-1]} != {w.shape[-min(n2, 2)]})")
     x = self.reshape(self.shape[:-1] + (1,) * min(n1 - 1, n2 - 1, 1) + self.shape[-1:])
     wt = w.reshape(w.shape[:-2] + (1,) * min(n1 - 1, n2 - 1, 1) + w.shape[-min(n2, 2):]).transpose(-1, -min(n2, 2))
     return (x * wt).sum(-1)
@@ -1143,22 +1250,22 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     lhs, _, out = formula.partition("->")
     inputs = lhs.split(",")
     if len(inputs) != len(ops):
-      raise ValueError(f"einsum {formula!r} names {len(inputs)} operands, got {len(ops)}")
+      raise TgArgumentError(f"einsum {formula!r} names {len(inputs)} operands, got {len(ops)}")
     if "->" not in formula:
       out = "".join(sorted(c for c in set(lhs) if c.isalpha() and lhs.count(c) == 1))
     sizes: dict[str, sint] = {}
     for letters, t in zip(inputs, ops):
       if len(letters) != t.ndim:
-        raise ValueError(f"einsum operand {letters!r} has {len(letters)} letters for a tensor of shape {t.shape}")
+        raise ShapeError(f"einsum operand {letters!r} has {len(letters)} letters for a tensor of shape {t.shape}")
       if len(set(letters)) != len(letters):
         raise NotImplementedError(f"einsum with a repeated letter in one operand ({letters!r}, a diagonal) is not supported")
       for c, s in zip(letters, t.shape):
         if sizes.setdefault(c, s) != s and s != 1 and sizes[c] != 1:
-          raise ValueError(f"einsum letter {c!r} has sizes {sizes[c]} and {s}")
+          raise ShapeError(f"einsum letter {c!r} has sizes {sizes[c]} and {s}")
         if sizes[c] == 1:
           sizes[c] = s
     if set(out) - set(sizes):
-      raise ValueError(f"einsum output {out!r} has letters no operand has")
+      raise TgArgumentError(f"einsum output {out!r} has letters no operand has")
     order = list(out) + sorted(set(sizes) - set(out))
     full = tuple(sizes[c] for c in order)
     prod_: Tensor | None = None

@@ -296,7 +296,9 @@ class Lowerer:
     self.idt = idt
     # the kernel's symbolic sizes are arguments: one DEFINE_VAR per Variable (an int32 argument, widened to the index dtype)
     self.ctx: dict[Variable, UOp] = {}
-    for v in sorted(set().union(*[s.vars() for s in self.full_shape if isinstance(s, Node)]), key=lambda v: v.expr):
+    # (also those only in a buffer's offset or mask: a KV cache written at a symbolic start_pos)
+    st_vars = [op.arg.st.vars() for op in self.ast.lazyops() if op.op in (BufferOps.LOAD, BufferOps.CONST, BufferOps.STORE)]
+    for v in sorted(set().union(*[s.vars() for s in self.full_shape if isinstance(s, Node)], *st_vars), key=lambda v: v.expr):
       if not _fits(dtypes.int32, v.min, v.max):
         raise ValueError(f"symbolic size {v.expr} ranges over [{v.min}, {v.max}], beyond the int32 a kernel argument is")
       self.ctx[v] = UOp(UOps.DEFINE_VAR, dtypes.int32, (), v).cast(idt)

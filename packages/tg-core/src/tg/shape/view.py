@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tg.helpers import prod
-from tg.shape.symbolic import Node, bound_value, is_sym, sint, smax, smin
+from tg.shape.symbolic import Node, NumNode, bound_value, is_sym, sint, smax, smin
 
 
 def _concrete(x: Any) -> bool:
@@ -78,6 +78,8 @@ class View:
              mask: tuple[tuple[sint, sint], ...] | None = None) -> View:
     if any(isinstance(s, int) and s < 0 for s in shape):
       raise ValueError(f"shape can't have negative sizes: {shape}")
+    if any(isinstance(s, NumNode) for s in shape):  # (i+2)-i is 2: a plain int, so the shape reads as concrete
+      shape = tuple(s.b if isinstance(s, NumNode) else s for s in shape)
     strides = _canonical_strides(shape, strides) if strides is not None else strides_for_shape(shape)
     if mask is not None:
       if all(m == (0, s) for m, s in zip(mask, shape)):

@@ -1,0 +1,117 @@
+"""tinygrad 0.9.1's behaviour for symbolic sizes (shape/symbolic.py, test_symbolic_ops.py) and for `assign`
+(test_assign.py, test_setitem.py): the same numbers, and the kernel counts tinygrad's tests check."""
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from tg import Tensor, Variable
+from tg.shape.symbolic import NumNode, create_ge_node, create_lt_node, sym_render
+
+rng = np.random.default_rng(0)
+
+
+def rand(*shape: int) -> np.ndarray:
+  return rng.standard_normal(shape).astype(np.float32)
+
+
+# ---------- 1. arithmetic between Python ints and symbolic nodes ----------
+
+def test_int_and_node_both_orders() -> None:
+  i = Variable("i", 1, 10)
+  assert 2 * i == i * 2
+  assert (i * 4) / 2 == i * 2  # exact division stays symbolic
+  assert (i * 4) // 2 == i * 2
+  assert 127 // (i * 128) == 0 and 127 % (i * 128) == 127
+  assert 128 // (i * 128 + 128) == 0 and 128 % (i * 128 + 128) == 128
+  assert 0 // (i * 128) == 0 and 0 % (i * 128) == 0
+  assert 128 // NumNode(4) == 32 and 128 % NumNode(4) == 0
+  assert i // i == 1 and i % i == 0
+  n = (10 // i).substitute({i: NumNode(3)})
+  assert n == 3 and (10 % i).substitute({i: NumNode(4)}) == 2
+
+
+def test_true_division_that_may_not_be_an_integer_raises_type_error() -> None:
+  i = Variable("i", 1, 10)
+  with pytest.raises(TypeError):
+    10 / (i * 2)
+  with pytest.raises(TypeError):
+    (i * 3) / 2
+  with pytest.raises(TypeError):
+    i / 2.0
+
+
+def test_lt_ge_helpers_and_rendering() -> None:
+  assert create_lt_node(Variable("a", 3, 8), 8).render() == "(a<8)"
+  assert create_ge_node(Variable("a", 3, 8), 3) == 1
+  assert create_lt_node(Variable("idx", 0, 511) * 4 + Variable("lane", 0, 3), 512).render() == "(idx<128)"
+  assert create_ge_node(Variable("a", 0, 5) * 4, 12).render() == "((a*-1)<-2)"
+  assert sym_render(3) == "3" and sym_render(Variable("a", 0, 5) * 2) == "(a*2)"
+  a, b = Variable("a", 0, 3), Variable("b", 0, 3)
+  assert a * b == b * a
+  assert hash(NumNode(1)) == hash(1)
+  x = Variable("a", 3, 8) * 2
+  assert pickle.loads(pickle.dumps(x)) == x
+
+
+# ---------- 2. tensor ops over symbolic sizes give the concrete results ----------
+
+def test_reshape_symbolic_to_bound_value() -> None:
+  vi = Variable("i", 1, 10).bind(3)
+  a = rand(3, 3)
+  t = Tensor(a).reshape(3, vi)
+  assert t.reshape(3, vi).shape == (3, vi)
+  np.testing.assert_allclose(t.reshape(3, 3).numpy(), a)
+  with pytest.raises(ValueError):
+    t.reshape(3, 4)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_matmul_softmax_sum_mean_var(n: int) -> None:
+  vi = Variable("i", 1, 10).bind(n)
+  a, b = rand(3, n), rand(n, 4)
+  ta, tb = Tensor(a).reshape(3, vi), Tensor(b).reshape(vi, 4)
+  np.testing.assert_allclose((ta @ tb).numpy(), a @ b, atol=1e-5, rtol=1e-5)
+  e = np.exp(a - a.max(1, keepdims=True))
+  np.testing.assert_allclose(ta.softmax(1).reshape(3, n).numpy(), e / e.sum(1, keepdims=True), atol=1e-6, rtol=1e-5)
+  np.testing.assert_allclose(ta.sum(1).numpy(), a.sum(1), atol=1e-5, rtol=1e-5)
+  np.testing.assert_allclose(ta.mean(1).numpy(), a.mean(1), atol=1e-6, rtol=1e-5)
+  np.testing.assert_allclose(ta.mean().numpy(), a.mean(), atol=1e-6, rtol=1e-5)
+  if n > 1:
+    np.testing.assert_allclose(ta.var(1).numpy(), a.var(1, ddof=1), atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(ta.std().numpy(), a.std(ddof=1), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_attention_over_symbolic_keys(n: int) -> None:
+  vi = Variable("i", 1, 10).bind(n)
+  q, k, v = rand(2, 4, 1, 8), rand(2, 4, n, 8), rand(2, 4, n, 8)
+  out = Tensor(q).scaled_dot_product_attention(Tensor(k).reshape(2, 4, vi, 8), Tensor(v).reshape(2, 4, vi, 8)).numpy()
+  s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(8)
+  w = np.exp(s - s.max(-1, keepdims=True))
+  np.testing.assert_allclose(out, (w / w.sum(-1, keepdims=True)) @ v, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_cat_along_symbolic_axis(n: int) -> None:
+  vi = Variable("i", 1, 10).bind(n)
+  vj = Variable("j", 1, 10).bind(2)
+  a, b = rand(3, n), rand(3, 2)
+  out = Tensor(a).reshape(3, vi).cat(Tensor(b), dim=1)
+  assert out.shape == (3, vi + 2)
+  np.testing.assert_allclose(out.reshape(3, n + 2).numpy(), np.concatenate([a, b], 1))
+  out2 = Tensor(a).reshape(3, vi).cat(Tensor(b).reshape(3, vj), dim=1)
+  assert out2.shape == (3, vi + vj)
+  np.testing.assert_allclose(out2.reshape(3, n + 2).numpy(), np.concatenate([a, b], 1))
+  out0 = Tensor(a.T.copy()).reshape(vi, 3).cat(Tensor(b.T.copy()), dim=0)
+  np.testing.assert_allclose(out0.reshape(n + 2, 3).numpy(), np.concatenate([a.T, b.T], 0))
+
+
+def test_shrink_with_symbolic_bounds() -> None:
+  vi = Variable("i", 1, 5).bind(2)
+  a = rand(7, 11)
+  out = Tensor(a).shrink(((vi, vi + 2), (vi, vi + 2)))
+  np.testing.assert_allclose(out.numpy(), a[2:4, 2:4])
+  np.testing.assert_allclose(out.reshape(2, 2).numpy(), a[2:4, 2:4])
