@@ -69,3 +69,138 @@ def test_schedule_step_outside_training_raises():
   _, opt = _one_grad()
   with pytest.raises(RuntimeError, match=r"Tensor\.train\(\)"):
     opt.schedule_step()
+
+
+# ---------- LR schedulers, against torch.optim.lr_scheduler ----------
+
+def _tg_sgd(lr, n=1):
+  from tg.nn.optim import SGD
+  return SGD([Tensor.zeros(2, requires_grad=True).contiguous().realize() for _ in range(n)], lr=lr)
+
+
+def _torch_sgd(lr):
+  return torch.optim.SGD([torch.zeros(2, requires_grad=True)], lr=lr)
+
+
+SCHEDULES = {
+  "step": ("StepLR", {"step_size": 7, "gamma": 0.5}, 0.1, 40),
+  "multistep": ("MultiStepLR", {"milestones": [3, 10, 10, 25], "gamma": 0.3}, 0.2, 40),
+  "cosine": ("CosineAnnealingLR", {"T_max": 12, "eta_min": 1e-3}, 0.05, 45),  # runs past T_max: the cosine goes back up
+  "onecycle_cos": ("OneCycleLR", {"max_lr": 0.4, "total_steps": 50, "cycle_momentum": False}, 0.01, 49),
+  "onecycle_linear_3phase": ("OneCycleLR", {"max_lr": 0.3, "epochs": 4, "steps_per_epoch": 10, "anneal_strategy": "linear",
+                                            "three_phase": True, "pct_start": 0.25, "div_factor": 10.0, "cycle_momentum": False},
+                             0.01, 39),
+  "lambda": ("LambdaLR", {"lr_lambda": lambda e: 1.0 / (1 + e) ** 0.5}, 0.1, 30),
+}
+
+
+@pytest.mark.parametrize("name", SCHEDULES)
+def test_scheduler_lr_sequence_matches_torch(name):
+  from tg.nn import optim
+  cls, kwargs, lr, steps = SCHEDULES[name]
+  opt, popt = _tg_sgd(lr), _torch_sgd(lr)
+  sched, psched = getattr(optim, cls)(opt, **kwargs), getattr(torch.optim.lr_scheduler, cls)(popt, **kwargs)
+  got, want = [], []
+  for _ in range(steps + 1):
+    assert len(sched.get_last_lr()) == 1
+    got.append((sched.get_last_lr()[0], float(opt.lr.numpy()[0])))
+    want.append(psched.get_last_lr()[0])
+    popt.step()
+    psched.step()
+    sched.step()
+  np.testing.assert_allclose([g[0] for g in got], want, rtol=1e-6, atol=1e-12, err_msg="get_last_lr()")
+  np.testing.assert_allclose([g[1] for g in got], want, rtol=1e-6, atol=1e-12, err_msg="the optimizer's lr tensor")
+  ours, theirs = sched.state_dict(), psched.state_dict()
+  for key in ("last_epoch", "_step_count", "base_lrs", "_last_lr"):
+    np.testing.assert_allclose(ours[key], theirs[key], rtol=1e-6, err_msg=key)
+
+
+def test_onecycle_past_total_steps_raises():
+  from tg.nn.optim import OneCycleLR
+  sched = OneCycleLR(_tg_sgd(0.1), max_lr=0.1, total_steps=3, cycle_momentum=False)
+  for _ in range(3):
+    sched.step()
+  with pytest.raises(ValueError, match="total steps"):
+    sched.step()
+
+
+def test_scheduler_state_dict_resumes():
+  """A scheduler rebuilt from state_dict() continues the sequence where the first one stopped."""
+  from tg.nn.optim import CosineAnnealingLR
+  opt = _tg_sgd(0.1)
+  first = CosineAnnealingLR(opt, T_max=10)
+  for _ in range(4):
+    first.step()
+  state = first.state_dict()
+  second = CosineAnnealingLR(_tg_sgd(0.1), T_max=10)
+  second.load_state_dict(state)
+  popt = _torch_sgd(0.1)
+  psched = torch.optim.lr_scheduler.CosineAnnealingLR(popt, T_max=10)
+  for _ in range(4):
+    popt.step()
+    psched.step()
+  for _ in range(8):
+    popt.step()
+    psched.step()
+    first.step()
+    second.step()
+    np.testing.assert_allclose([first.get_last_lr()[0], second.get_last_lr()[0]], psched.get_last_lr()[0] * np.ones(2), rtol=1e-6)
+
+
+PLATEAU = {
+  "min_rel": ({}, None),
+  "max_abs_cooldown": ({"mode": "max", "threshold_mode": "abs", "threshold": 0.05, "patience": 2, "cooldown": 3, "factor": 0.5}, None),
+  "min_lr": ({"patience": 1, "factor": 0.2, "min_lr": 0.004}, None),
+}
+
+
+@pytest.mark.parametrize("name", PLATEAU)
+def test_reduce_lr_on_plateau_matches_torch(name):
+  from tg.nn.optim import ReduceLROnPlateau
+  kwargs, _ = PLATEAU[name]
+  opt, popt = _tg_sgd(0.1), _torch_sgd(0.1)
+  sched, psched = ReduceLROnPlateau(opt, **kwargs), torch.optim.lr_scheduler.ReduceLROnPlateau(popt, **kwargs)
+  rng = np.random.default_rng(1)
+  # a noisy metric that improves, then stalls, then improves a little: hits patience, cooldown and min_lr
+  metrics = np.concatenate([np.linspace(1, 0.5, 10), 0.5 + 0.02 * rng.standard_normal(40), np.linspace(0.49, 0.45, 10)])
+  for i, m in enumerate(metrics):
+    metric = Tensor(float(m)) if i % 2 else float(m)  # a 0-d Tensor or a float, as torch takes either
+    popt.step()
+    psched.step(float(np.float32(m)))
+    sched.step(metric)
+    np.testing.assert_allclose(sched.get_last_lr(), psched.get_last_lr(), rtol=1e-6, err_msg=f"step {i}")
+    np.testing.assert_allclose(opt.lr.numpy(), psched.get_last_lr(), rtol=1e-6, err_msg=f"step {i}")
+  ours, theirs = sched.state_dict(), psched.state_dict()
+  for key in ("best", "num_bad_epochs", "cooldown_counter", "last_epoch", "_last_lr"):
+    np.testing.assert_allclose(ours[key], theirs[key], rtol=1e-6, err_msg=key)
+
+
+def test_scheduler_drives_a_jitted_step():
+  """The scheduler writes the lr in place, so a TinyJit'd step replays with this step's lr, as torch's SGD does."""
+  from tg import TinyJit
+  from tg.nn.optim import SGD, StepLR
+  w0 = np.array([1.0, -2.0, 3.0], dtype=np.float32)
+  w = Tensor(w0, requires_grad=True).contiguous().realize()
+  opt = SGD([w], lr=0.1, momentum=0.9)
+  sched = StepLR(opt, step_size=2, gamma=0.5)
+
+  @TinyJit
+  def step():
+    opt.zero_grad()
+    loss = (w * w).sum()
+    loss.backward()
+    opt.step()
+    return loss.realize()
+
+  pw = torch.tensor(w0, requires_grad=True)
+  popt = torch.optim.SGD([pw], lr=0.1, momentum=0.9)
+  psched = torch.optim.lr_scheduler.StepLR(popt, step_size=2, gamma=0.5)
+  with Tensor.train():
+    for i in range(8):
+      step()
+      sched.step()
+      popt.zero_grad()
+      (pw * pw).sum().backward()
+      popt.step()
+      psched.step()
+      np.testing.assert_allclose(w.numpy(), pw.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=f"step {i}")

@@ -217,3 +217,18 @@ class Adam(LAMB):
                weight_decay: float = 0.0) -> None:
     super().__init__(params, lr, b1, b2, eps, 0.0, adam=True)
     self.l2 = weight_decay
+
+
+# torch keeps schedulers in torch.optim.lr_scheduler; tinygrad programs and the users look in tg.nn.optim too
+from tg.nn.lr_scheduler import (  # noqa: E402
+  CosineAnnealingLR,
+  LambdaLR,
+  LRScheduler,
+  MultiStepLR,
+  OneCycleLR,
+  ReduceLROnPlateau,
+  StepLR,
+)
+
+__all__ = ["LAMB", "LARS", "SGD", "Adam", "AdamW", "CosineAnnealingLR", "LRScheduler", "LambdaLR", "MultiStepLR", "NotTrainingError",
+           "OneCycleLR", "Optimizer", "OptimizerGroup", "ReduceLROnPlateau", "StepLR"]
