@@ -204,3 +204,69 @@ def test_scheduler_drives_a_jitted_step():
       popt.step()
       psched.step()
       np.testing.assert_allclose(w.numpy(), pw.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=f"step {i}")
+
+
+# ---------- BatchNorm2d trained side by side with torch ----------
+
+def _copy_from_torch(t_param) -> Tensor:
+  return Tensor(t_param.detach().numpy().copy(), requires_grad=True)
+
+
+def test_batchnorm2d_trains_like_torch():
+  """conv -> BatchNorm2d -> relu -> linear, trained 25 SGD (momentum) steps in tg and torch from the same weights:
+  outputs, running statistics (unbiased variance, momentum 0.1) and weights stay equal, and eval mode agrees."""
+  from tg import nn
+  torch.manual_seed(0)
+  tconv, tbn, tlin = torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.Linear(4 * 4 * 4, 5)
+  with torch.no_grad():  # weight and bias away from 1 and 0, so the affine part is tested too
+    tbn.weight.uniform_(0.5, 1.5)
+    tbn.bias.uniform_(-0.5, 0.5)
+  conv, bn, lin = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Linear(4 * 4 * 4, 5)
+  conv.weight, conv.bias = _copy_from_torch(tconv.weight), _copy_from_torch(tconv.bias)
+  bn.weight, bn.bias = _copy_from_torch(tbn.weight), _copy_from_torch(tbn.bias)
+  lin.weight, lin.bias = _copy_from_torch(tlin.weight), _copy_from_torch(tlin.bias)
+  tparams = [tconv.weight, tconv.bias, tbn.weight, tbn.bias, tlin.weight, tlin.bias]
+  params = [conv.weight, conv.bias, bn.weight, bn.bias, lin.weight, lin.bias]
+  opt, topt = nn.optim.SGD(params, lr=0.05, momentum=0.9), torch.optim.SGD(tparams, lr=0.05, momentum=0.9)
+  rng = np.random.default_rng(0)
+  with Tensor.train():
+    for i in range(25):
+      x = rng.standard_normal((6, 3, 6, 6)).astype(np.float32) * 2 + 1  # mean and variance far from 0 and 1
+      y = rng.integers(0, 5, 6)
+      out = lin(bn(conv(Tensor(x))).relu().reshape(6, -1))
+      tout = tlin(tbn(tconv(torch.tensor(x))).relu().reshape(6, -1))
+      opt.zero_grad()
+      out.sparse_categorical_crossentropy(Tensor(y)).backward()
+      opt.step()
+      topt.zero_grad()
+      torch.nn.functional.cross_entropy(tout, torch.tensor(y)).backward()
+      topt.step()
+      np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-5, atol=1e-5, err_msg=f"output at step {i}")
+      np.testing.assert_allclose(bn.running_mean.numpy(), tbn.running_mean.numpy(), rtol=1e-5, atol=1e-5, err_msg=f"running_mean {i}")
+      np.testing.assert_allclose(bn.running_var.numpy(), tbn.running_var.numpy(), rtol=1e-5, atol=1e-5, err_msg=f"running_var {i}")
+  for name, p, tp in zip(["conv.w", "conv.b", "bn.w", "bn.b", "lin.w", "lin.b"], params, tparams):
+    np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-5, atol=1e-5, err_msg=name)
+  assert int(bn.num_batches_tracked.numpy().reshape(-1)[0]) == int(tbn.num_batches_tracked) == 25
+  tbn.eval()
+  x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+  np.testing.assert_allclose(bn(conv(Tensor(x))).numpy(), tbn(tconv(torch.tensor(x))).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_batchnorm_state_dict_names_match_torch():
+  from tg import nn
+  from tg.nn.state import get_state_dict
+  assert sorted(get_state_dict(nn.BatchNorm2d(3))) == sorted(torch.nn.BatchNorm2d(3).state_dict())
+
+
+def test_batchnorm_without_tracking_as_tinygrad():
+  """tinygrad's BatchNorm always has running statistics; track_running_stats=False only stops training from updating
+  them, and eval normalizes with them (torch would use the batch's statistics: tinygrad programs rely on this)."""
+  from tg import nn
+  bn = nn.BatchNorm2d(2, track_running_stats=False)
+  bn.running_mean, bn.running_var = Tensor([1.0, -1.0]), Tensor([4.0, 0.25])
+  x = np.arange(16, dtype=np.float32).reshape(2, 2, 2, 2)
+  want = (x - np.array([1.0, -1.0]).reshape(1, 2, 1, 1)) / np.sqrt(np.array([4.0, 0.25]) + 1e-5).reshape(1, 2, 1, 1)
+  np.testing.assert_allclose(bn(Tensor(x)).numpy(), want, rtol=1e-5)
+  with Tensor.train():
+    bn(Tensor(x)).realize()
+  np.testing.assert_allclose(bn.running_mean.numpy(), [1.0, -1.0])  # not updated

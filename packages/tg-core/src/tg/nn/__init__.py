@@ -69,24 +69,27 @@ def ConvTranspose1d(in_channels: int, out_channels: int, kernel_size: int, strid
 
 class BatchNorm:
   """Batch normalization over axis 1 (any number of axes after it: BatchNorm1d/2d/3d are this class).
-  Training normalizes with the batch's statistics and updates the running ones; eval uses the running ones."""
+
+  Training normalizes with the batch's mean and biased variance and, with track_running_stats, moves the running
+  statistics toward the batch's mean and unbiased variance by `momentum` (as torch). Eval normalizes with the running
+  statistics. As in tinygrad, the running statistics always exist: track_running_stats=False only stops training
+  from updating them (torch would normalize with the batch's statistics in eval too)."""
 
   def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True, momentum: float = 0.1) -> None:
     self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
     self.weight: Tensor | None = Tensor.ones(sz) if affine else None
     self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
+    self.running_mean = Tensor.zeros(sz, requires_grad=False)
+    self.running_var = Tensor.ones(sz, requires_grad=False)
     self.num_batches_tracked = Tensor.zeros(1, dtype=dtypes.int32, requires_grad=False)
-    if track_running_stats:
-      self.running_mean = Tensor.zeros(sz, requires_grad=False)
-      self.running_var = Tensor.ones(sz, requires_grad=False)
 
   def __call__(self, x: Tensor) -> Tensor:
     axes = tuple(a for a in range(x.ndim) if a != 1)
-    if Tensor.training or not self.track_running_stats:
+    if Tensor.training:
       mean = x.mean(axes)
       centered = x - mean.reshape((1, -1) + (1,) * (x.ndim - 2))
       var = (centered * centered).mean(axes)
-      if Tensor.training and self.track_running_stats:
+      if self.track_running_stats:
         n = prod(x.shape[a] for a in axes)
         unbiased = var.detach() * (n / max(n - 1, 1))
         self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean.detach())
