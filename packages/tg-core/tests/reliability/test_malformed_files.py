@@ -244,7 +244,7 @@ def test_a_compressed_zip_bomb_is_refused_without_allocating(tmp_path, method):
   got = json.loads(res.stdout.splitlines()[-1])
   assert got["err"] is not None and "layer.weight" in got["err"] and "'0'" in got["err"], got
   assert got["peak"] < 8 << 20, f"decompressing the bomb allocated {got['peak'] / 2**20:.0f} MiB"
-  assert got["s"] < 0.5, got
+  assert got["s"] < 5, got  # a hang guard only: a loaded CI machine takes 0.7 s where an idle one takes 0.05 s
 
 
 def test_a_read_only_disk_buffer_past_the_end_is_an_error_not_a_longer_file(tmp_path):
