@@ -8,9 +8,12 @@ subclass AssertionError as well, where they are raised.
 
   TgArgumentError(ValueError, RuntimeError)    an argument's value is wrong (a negative size, an unknown mode)
     ShapeError                                 shapes don't fit (matmul, reshape, broadcast, cat, gather)
+      IndexShapeError(ShapeError, IndexError)  index tensors of t[...] whose shapes don't broadcast (torch: IndexError)
   AxisError(IndexError, RuntimeError)          an axis out of range, or repeated where each must be distinct
   DTypeError(TypeError, RuntimeError)          an op given a dtype it doesn't take (a bitwise op on floats)
-  GradientError(RuntimeError)                  backward through an op that has no gradient (a comparison)
+  GradientError(RuntimeError)                  backward from a tensor that has no gradient graph: it doesn't depend on
+                                               any tensor that requires grad, or only through ops that have no gradient
+                                               (comparisons, bitwise ops, integer division), as torch
 """
 from __future__ import annotations
 
@@ -21,6 +24,10 @@ class TgArgumentError(ValueError, RuntimeError):
 
 class ShapeError(TgArgumentError):
   """Shapes that don't fit together."""
+
+
+class IndexShapeError(ShapeError, IndexError):
+  """Index tensors (or lists) in t[...] whose shapes don't broadcast together."""
 
 
 class AxisError(IndexError, RuntimeError):

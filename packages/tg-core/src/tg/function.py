@@ -6,9 +6,9 @@ for free. exp and log go through exp2/log2, the primitives devices provide.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
-from tg.dtype import DType
+from tg.dtype import DType, dtypes
 from tg.helpers import argsort
 from tg.lazy import LazyBuffer
 from tg.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
@@ -17,11 +17,17 @@ from tg.shape.symbolic import sint
 
 class Function:
   """One differentiable op. `apply` runs forward and, when any input needs a gradient, records itself."""
+  # False for ops with no gradient (comparisons, bitwise ops, integer division): their result never requires grad and
+  # records no graph, as in torch, so backward from a result that depends on its inputs only through them raises
+  differentiable: ClassVar[bool] = True
 
   def __init__(self, device: str, *tensors: Any) -> None:
     self.device = device
     self.needs_input_grad = [t.requires_grad for t in tensors]
-    self.requires_grad = True if any(self.needs_input_grad) else (None if None in self.needs_input_grad else False)
+    if not self.differentiable:
+      self.requires_grad: bool | None = False
+    else:
+      self.requires_grad = True if any(self.needs_input_grad) else (None if None in self.needs_input_grad else False)
     if self.requires_grad:
       self.parents = tensors
 
@@ -47,6 +53,12 @@ class Function:
 class Contiguous(Function):
   def forward(self, x: LazyBuffer) -> LazyBuffer: return x.contiguous()
   def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad
+
+
+class ContiguousBackward(Function):
+  """The identity forward; its gradient is made contiguous (realized in order) before it flows on."""
+  def forward(self, x: LazyBuffer) -> LazyBuffer: return x
+  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.contiguous()
 
 
 class Cast(Function):
@@ -136,24 +148,27 @@ class Sigmoid(Function):
 # ---------- binary and ternary ----------
 
 class Less(Function):
+  differentiable = False
   def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.CMPLT, y)
-  def backward(self, grad: LazyBuffer) -> tuple[None, None]: return None, None
 
 
 class Neq(Function):
+  differentiable = False
   def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.CMPNE, y)
-  def backward(self, grad: LazyBuffer) -> tuple[None, None]: return None, None
 
 
 class Xor(Function):
+  differentiable = False
   def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.XOR, y)
 
 
 class BitwiseAnd(Function):
+  differentiable = False
   def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.AND, y)
 
 
 class BitwiseOr(Function):
+  differentiable = False
   def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.OR, y)
 
 
@@ -176,7 +191,54 @@ class Mul(Function):
 
 class IDiv(Function):
   """Integer division truncating toward zero (C's /); a zero divisor gives 0 (Tensor raises, see tg.divcheck)."""
+  differentiable = False
   def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.IDIV, y)
+
+
+def _abs(x: LazyBuffer) -> LazyBuffer: return x.e(BinaryOps.MAX, x.e(UnaryOps.NEG))
+def _not(b: LazyBuffer) -> LazyBuffer: return b.e(UnaryOps.NEG)  # NEG of a bool is NOT
+
+
+def _pow(b: LazyBuffer, e: LazyBuffer) -> LazyBuffer:
+  """b ** e for floats of one dtype and shape: exp2(e * log2|b|); a negative base takes its sign from the parity of an
+  integer exponent and is nan for a fractional one; 1 where e == 0 or b == 1 (as C's pow and torch, nan included)."""
+  mantissa = {dtypes.float64: 52, dtypes.float16: 10, dtypes.bfloat16: 7}.get(b.dtype, 23)
+  # at and past 2**(mantissa+1) every float is an even integer; below it the exponent fits the int cast (nan and inf don't,
+  # so they are cast as 0)
+  small = _abs(e).e(BinaryOps.CMPLT, e.const(2.0 ** (mantissa + 1)))
+  e_small = small.e(TernaryOps.WHERE, e, e.const(0))
+  e_int = e_small.cast(dtypes.int64 if b.dtype == dtypes.float64 else dtypes.int32)
+  is_int = small.e(TernaryOps.WHERE, _not(e_int.cast(e.dtype).e(BinaryOps.CMPNE, e_small)), LazyBuffer.full(True, e.shape, dtypes.bool, e.device))
+  odd = e_int.e(BinaryOps.AND, e_int.const(1)).e(BinaryOps.CMPNE, e_int.const(0))
+  mag = e.e(BinaryOps.MUL, _abs(b).e(UnaryOps.LOG2)).e(UnaryOps.EXP2)
+  signed = odd.e(TernaryOps.WHERE, mag.e(UnaryOps.NEG), mag)
+  neg_base = is_int.e(TernaryOps.WHERE, signed, mag.const(math.nan))
+  ret = b.e(BinaryOps.CMPLT, b.const(0)).e(TernaryOps.WHERE, neg_base, mag)
+  ret = b.e(BinaryOps.CMPNE, b.const(1)).e(TernaryOps.WHERE, ret, ret.const(1))
+  return e.e(BinaryOps.CMPNE, e.const(0)).e(TernaryOps.WHERE, ret, ret.const(1))
+
+
+class Pow(Function):
+  """b ** e (floats, broadcast to one shape) with torch's gradients, defined at 0 and for negative bases:
+  d/db = e * b**(e-1), 0 where e == 0; d/de = b**e * ln(b) (nan for b < 0), 0 where b == 0 and e >= 0."""
+
+  def forward(self, b: LazyBuffer, e: LazyBuffer) -> LazyBuffer:
+    self.b, self.e = b, e
+    self.ret = _pow(b, e)
+    return self.ret
+
+  def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, LazyBuffer | None]:
+    b, e = self.b, self.e
+    db = de = None
+    if self.needs_input_grad[0]:
+      d = e.e(BinaryOps.MUL, _pow(b, e.e(BinaryOps.ADD, e.const(-1))))
+      db = e.e(BinaryOps.CMPNE, e.const(0)).e(TernaryOps.WHERE, d, d.const(0)).e(BinaryOps.MUL, grad)
+    if self.needs_input_grad[1]:
+      d = self.ret.e(BinaryOps.MUL, b.e(UnaryOps.LOG2).e(BinaryOps.MUL, b.const(math.log(2))))
+      true = LazyBuffer.full(True, b.shape, dtypes.bool, b.device)
+      keep = b.e(BinaryOps.CMPNE, b.const(0)).e(TernaryOps.WHERE, true, e.e(BinaryOps.CMPLT, e.const(0)))
+      de = keep.e(TernaryOps.WHERE, d, d.const(0)).e(BinaryOps.MUL, grad)
+    return db, de
 
 
 class Where(Function):

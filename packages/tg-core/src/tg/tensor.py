@@ -595,7 +595,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       raise AxisError(f"axis {axis} is out of range for a tensor with {ndim} dimensions")
     return axis + ndim if axis < 0 else axis
 
-  def reshape(self, shape: Any, *args: int | None) -> Tensor:
+  def reshape(self, shape: Any, *args: sint | None) -> Tensor:
     """A view with the same elements in a new shape: one -1 is inferred, and None keeps that axis's size (tinygrad's)."""
     given = argfix(shape, *args)
     if any(s is None for s in given[self.ndim:]):
@@ -614,7 +614,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
 
   view = reshape
 
-  def expand(self, shape: Any, *args: int | None) -> Tensor:
+  def expand(self, shape: Any, *args: sint | None) -> Tensor:
     """Grow size-1 axes (and add leading ones) to `shape`; -1 or None keeps an axis's size."""
     new_shape = argfix(shape, *args)
     if len(new_shape) < self.ndim:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tg.dtype import dtypes
+from tg.errors import IndexShapeError, ShapeError
 from tg.shape.symbolic import sint
 
 if TYPE_CHECKING:
@@ -28,10 +29,22 @@ def _as_index_tensor(idx: Any, device: str) -> Tensor | None:
     arr = np.asarray(idx)
     if arr.dtype == bool or (arr.ndim == 0 and not np.issubdtype(arr.dtype, np.integer)):
       return None
+    if arr.size == 0 and arr.dtype != bool:  # [] is float64 to numpy: an empty index
+      arr = arr.astype(np.int32)
     if not np.issubdtype(arr.dtype, np.integer):
       raise IndexError(f"indices must be integers, got {arr.dtype}")
     return Tensor(arr.astype(np.int32), device=device)
   return None
+
+
+def _split_indices(indices: Any) -> tuple[Any, ...]:
+  """The indices of t[indices], one per position, as tinygrad 0.9.1 (and torch) read them: a list of ints is one index
+  tensor; any other list or tuple holds one index per axis, in which an inner list or tuple is an index tensor."""
+  if isinstance(indices, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
+    return (indices,)
+  if isinstance(indices, (list, tuple)):
+    return tuple(list(i) if isinstance(i, tuple) else i for i in indices)
+  return (indices,)
 
 
 class IndexingMixin:
@@ -47,8 +60,7 @@ class IndexingMixin:
     return x.reshape(self.shape[:axis] + (out,) + self.shape[axis + 1:])
 
   def __getitem__(self: Tensor, indices: Any) -> Tensor:  # type: ignore[misc]
-    if not isinstance(indices, tuple):
-      indices = (indices,)
+    indices = _split_indices(indices)
     indices = tuple(_as_index_tensor(i, self.device) if _as_index_tensor(i, self.device) is not None else i for i in indices)
     if any(type(i).__name__ == "Tensor" and i.dtype == dtypes.bool for i in indices):
       raise IndexError("indexing with a boolean mask needs its data to know the output size: use masked_fill or where")
@@ -109,7 +121,10 @@ class IndexingMixin:
     broadcast index shape: where the first index was if the indexed axes are adjacent, else in front."""
     from tg.tensor import Tensor, _broadcast_shape, _concrete
     axes = [a for a, _ in tensor_axes]
-    bshape = _broadcast_shape(*[t.shape for _, t in tensor_axes])
+    try:
+      bshape = _broadcast_shape(*[t.shape for _, t in tensor_axes])
+    except ShapeError as e:
+      raise IndexShapeError(f"index tensors can't be broadcast together: {e}") from None
     rest = [a for a in range(self.ndim) if a not in axes]
     # x with its indexed axes last, and a leading block for the index shape: (1.., *rest, *indexed)
     xp = self.permute(rest + axes).reshape((1,) * len(bshape) + tuple(self.shape[a] for a in rest + axes))
@@ -156,9 +171,10 @@ class IndexingMixin:
     from tg.tensor import Tensor, _concrete
     d = self._resolve_axis(dim)
     if index.ndim != self.ndim:
-      raise ValueError(f"gather: index has {index.ndim} axes, the tensor {self.ndim}")
+      raise ShapeError(f"gather: index has {index.ndim} axes, the tensor {self.ndim}")
     if any(_concrete(i) > _concrete(s) for k, (i, s) in enumerate(zip(index.shape, self.shape)) if k != d):
-      raise ValueError(f"gather: index shape {index.shape} is larger than {self.shape} outside axis {d}")
+      raise ShapeError(f"gather: index shape {index.shape} is larger than {self.shape} outside axis {d}")
+
     n = _concrete(self.shape[d])
     x = self.shrink(tuple(None if k == d else (0, i) for k, i in enumerate(index.shape)))
     x = x.unsqueeze(-1).transpose(d, -1)  # the gathered axis last, a size-1 axis in its place

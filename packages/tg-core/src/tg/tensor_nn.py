@@ -205,7 +205,7 @@ class NNMixin:
   # ---------- losses ----------
   def one_hot(self: Tensor, num_classes: int) -> Tensor:  # type: ignore[misc]
     from tg.tensor import Tensor
-    return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.default_float)
+    return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.default_int)  # int32, as tinygrad 0.9.1
 
   def sparse_categorical_crossentropy(self: Tensor, Y: Tensor, ignore_index: int = -1,  # type: ignore[misc]
                                       label_smoothing: float = 0.0) -> Tensor:

@@ -463,7 +463,7 @@ class Kernel:
       graph = sink.toposort()
       for i, u in enumerate(graph):
         print(f"graph {i:4d} {u.op!s:20s} {u.dtype!s:20s} {[graph.index(s) for s in u.src]} {u.arg!r}")
-    self.uops = linearize(sink, self.renderer.fused_mulacc)
+    self.uops = linearize(sink, self.renderer.fused_mulacc, self.lowerer.buffers.values())
     if DEBUG >= 5:
       for i, u in enumerate(self.uops):
         print(f"{i:4d} {u.op!s:20s} {u.dtype!s:20s} {[self.uops.index(s) if s in self.uops else s.op for s in u.src]} {u.arg!r}")

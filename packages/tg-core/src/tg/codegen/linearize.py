@@ -15,6 +15,7 @@ used after it. A value that several blocks need is computed before the first of 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 
 from tg.codegen.uops import UOp, UOps
 from tg.dtype import dtypes
@@ -55,8 +56,10 @@ def _chain(x: UOp, op: object, users: Counter[UOp], done: set[UOp]) -> tuple[lis
   return terms, links
 
 
-def linearize(sink: UOp, fuse_mulacc: bool = False) -> list[UOp]:
-  """`fuse_mulacc`: a sum of products accumulates as acc = MULACC(a, b, acc) (Renderer.fused_mulacc)."""
+def linearize(sink: UOp, fuse_mulacc: bool = False, buffers: Iterable[UOp] = ()) -> list[UOp]:
+  """`fuse_mulacc`: a sum of products accumulates as acc = MULACC(a, b, acc) (Renderer.fused_mulacc). `buffers`: every
+  buffer's DEFINE_GLOBAL, emitted even where folding left a buffer unread (a where on a constant condition): the kernel's
+  arguments are the schedule item's buffers by position, so none may go missing from its signature."""
   program: list[UOp] = []
   done: set[UOp] = set()
   uses_range: dict[UOp, frozenset[UOp]] = {}
@@ -135,7 +138,7 @@ def linearize(sink: UOp, fuse_mulacc: bool = False) -> list[UOp]:
     emit(u)
 
   outer = sorted({x for x in graph if x.op is UOps.RANGE and not x.arg[1]}, key=lambda x: x.arg[0])
-  for u in sorted((x for x in graph if x.op is UOps.DEFINE_GLOBAL), key=lambda x: x.arg):
+  for u in sorted({x for x in graph if x.op is UOps.DEFINE_GLOBAL} | set(buffers), key=lambda x: x.arg):
     emit(u)  # kernel arguments first: buffers in order, then symbolic sizes by name
   for u in sorted((x for x in graph if x.op is UOps.DEFINE_VAR), key=lambda x: x.arg.expr):
     emit(u)
