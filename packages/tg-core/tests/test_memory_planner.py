@@ -307,7 +307,7 @@ def test_forward_and_backward_peak_memory_drops_and_values_do_not_change() -> No
 
 def jit_bytes(jit: TinyJit[Tensor]) -> int:
   """Bytes of the distinct allocations a TinyJit's kernels use."""
-  roots = {id(root(b)): root(b) for ei in jit.jit_cache for b in ei.bufs}
+  roots = {id(root(b)): root(b) for ei in jit.kernels for b in ei.bufs}
   return sum(r.nbytes for r in roots.values())
 
 

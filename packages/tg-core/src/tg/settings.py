@@ -157,8 +157,11 @@ BEAM_WORKERS = Setting("BEAM_WORKERS", os.cpu_count() or 1, "processes BEAM comp
 TC = Setting("TC", 1, "0: the GPU heuristics don't use tensor cores (an explicit `Opt(OptOps.TC)` and BEAM still may)")
 VECTORIZE = Setting("VECTORIZE", 1, "0: lower upcast axes as scalars only: no vector loads, stores or math in the IR "
                     "(the C compiler may still vectorize)")
-JIT = Setting("JIT", 1, "0: TinyJit runs the function every call (no capture)")
+JIT = Setting("JIT", 1, "0: TinyJit runs the function every call (no capture); 2: it replays without the device's graph (as JIT_GRAPH=0)")
 JIT_GRAPH = Setting("JIT_GRAPH", 1, "0: TinyJit replays kernels one by one instead of through the device's graph")
+JIT_BATCH_SIZE = Setting("JIT_BATCH_SIZE", 32, "kernels in a TinyJit capture's first graph batch; each next batch may hold twice as many "
+                         "(as tinygrad's JIT splits them)")
+CAPTURING = Setting("CAPTURING", 1, "0 (in a `Context`): kernels run inside are not recorded by a TinyJit capture, so its replays skip them")
 FUSE_REDUCE = Setting("FUSE_REDUCE", 1, "0: don't fuse a reduction into the kernel of its elementwise user")
 NEST_REDUCE = Setting("NEST_REDUCE", 1, "0: don't compute a reduction inside the kernel of another that reads it (softmax's max, a variance's mean) "
                       "or of a sibling over the same input")

@@ -420,15 +420,20 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   def manual_seed(seed: int = 0) -> None:
     Tensor._seed = seed
-    Tensor._rng_states.clear()  # each device's state restarts from the new seed at its next draw
+    # each device's state restarts from the new seed, written in place: a TinyJit replay reads the buffer it captured
+    for device, st in Tensor._rng_states.items():
+      st.assign(Tensor._rng_start(device)).realize()
+
+  @staticmethod
+  def _rng_start(device: str) -> Tensor:
+    return Tensor([(Tensor._seed * 0x85EBCA6B + 0x1B873593) & 0xFFFFFFFF, 0], dtype=dtypes.uint32, device=device)
 
   @staticmethod
   def _rng_state(device: str) -> Tensor:
     """The device's random state, uint32 [key, counter]: read by the random kernels (not baked into them, so one
     compiled kernel serves every call) and advanced in place on the device (so a TinyJit replay draws new numbers)."""
     if (st := Tensor._rng_states.get(device)) is None:
-      key = (Tensor._seed * 0x85EBCA6B + 0x1B873593) & 0xFFFFFFFF
-      st = Tensor._rng_states[device] = Tensor([key, 0], dtype=dtypes.uint32, device=device).realize()
+      st = Tensor._rng_states[device] = Tensor._rng_start(device).realize()
     return st
 
   @staticmethod

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tg.device import Buffer
+from tg.engine.jit import GraphRunner
 from tg.engine.realize import CompiledRunner, ExecItem
-from tg.helpers import GlobalCounters
 from tg.renderer import Program
 from tg.shape.symbolic import Node, Variable
 from tg_cuda.driver import ffi
@@ -21,9 +22,9 @@ def _variables(p: Program) -> set[Variable]:
   return set(p.vars).union(*(s.vars() for s in (*p.global_size, *p.local_size) if isinstance(s, Node)))
 
 
-class CUDAGraph:
+class CUDAGraph(GraphRunner):
   def __init__(self, jit_cache: list[ExecItem], input_replace: dict[tuple[int, int], int]) -> None:
-    self.jit_cache = jit_cache
+    super().__init__(jit_cache, input_replace)
     self.runners: list[CompiledRunner] = [ei.prg for ei in jit_cache if isinstance(ei.prg, CompiledRunner)]
     assert len(self.runners) == len(jit_cache), "CUDAGraph replays compiled kernels only"
     self.programs: list[CUDAProgram] = [r.clprg for r in self.runners]
@@ -50,11 +51,11 @@ class CUDAGraph:
                                                 "sharedMemBytes": 0, "kernelParams": params, "extra": ffi.NULL})
     return node, (params, alive)
 
-  def __call__(self, var_vals: dict[Variable, int]) -> None:
+  def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
     for j in self.updated:
       for b in self.jit_cache[j].bufs:
         b.ensure_allocated()
       node, _alive = self._params(j, var_vals)
       self.driver.graph_set_kernel(self.exec, self.nodes[j], node)
     self.driver.graph_launch(self.exec)
-    GlobalCounters.kernel_count += len(self.jit_cache)
+    return None

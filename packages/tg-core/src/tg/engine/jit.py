@@ -1,47 +1,134 @@
-"""TinyJit: run a function's kernels again without Python rebuilding them.
+"""TinyJit: run a function's kernels again without Python rebuilding them, as tinygrad 0.9.1's TinyJit does.
 
 Call 1 runs the function normally (everything compiles). Call 2 runs it again while recording every
 kernel it executes, with the buffers it used. From call 3 on, the recorded kernels are replayed with
 the new inputs' buffers put in place of the recorded inputs' (and new values for symbolic sizes), and
 the function itself is not called at all. The capture's scratch buffers (neither inputs, nor returned, nor held
-outside) share memory, planned once at capture (memory.py).
+outside) share memory, planned once at capture (memory.py). On a device with a graph, the kernels replay in
+batches through it (`JIT_BATCH_SIZE` kernels in the first, twice as many in each next, as tinygrad splits them).
 
 What that requires of the function, as in tinygrad: its tensor inputs are arguments (data made inside
-the function from Python/numpy is frozen at capture); it returns realized tensors (call .realize());
-state it updates lives in realized tensors written in place (`assign`, which optimizers use).
+the function from Python/numpy is frozen at capture); symbolic sizes come from its inputs' shapes or from bound
+Variables passed as arguments; state it updates lives in realized tensors written in place (`assign`, which
+optimizers use). What it returns is realized as part of the capture (tensors alone or in lists, tuples, dicts);
+a returned tensor whose shape holds a Variable comes back with this call's value of it. Random numbers are drawn
+from a device buffer the replay advances (Tensor._rng_state), so every replay draws new ones.
+
+tg differs from tinygrad in one place: a non-contiguous input (a view) is copied to a buffer of its own each call,
+so any view works, where tinygrad refuses a view whose offset changed.
 """
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tg import divcheck
 from tg.device import Buffer, Device
 from tg.engine import memory, pending
-from tg.engine.realize import CompiledRunner, ExecItem, capturing
-from tg.helpers import DEBUG
+from tg.engine.realize import CompiledRunner, ExecItem, Runner, capturing
+from tg.helpers import DEBUG, colored
 from tg.interrupts import hold_sigint
-from tg.settings import JIT, JIT_GRAPH
-from tg.shape.symbolic import Node, Variable
+from tg.settings import JIT, JIT_BATCH_SIZE, JIT_GRAPH
+from tg.shape.symbolic import Node, Variable, sint
+
+if TYPE_CHECKING:
+  from tg.tensor import Tensor
 
 ReturnType = TypeVar("ReturnType")
 
 
 class JitError(RuntimeError):
-  pass
+  """A TinyJit used in a way it can't capture or replay."""
 
 
-def _input_tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
+class JitInputError(JitError, AssertionError):
+  """A call's inputs don't fit the capture (shapes, dtypes, devices, names; the same buffer twice). Also an
+  AssertionError: tinygrad asserts these, and programs and tests written for it catch that."""
+
+
+class JitCaptureError(JitError, AssertionError):
+  """The capture recorded no kernel: there is nothing to replay (tinygrad asserts "didn't JIT anything")."""
+
+
+class GraphRunner(Runner):
+  """A batch of a TinyJit capture's kernels replayed in one go by a device's graph (tg.runtime.graph.BatchGraph,
+  tg_cuda.graph.CUDAGraph). Its ExecItems are the jit's own: before each replay the jit puts that call's input
+  buffers into them (at the positions of `input_replace`), so `__call__` ignores `bufs` and reads them there."""
+
+  def __init__(self, jit_cache: list[ExecItem], input_replace: dict[tuple[int, int], int]) -> None:
+    self.jit_cache, self.input_replace = jit_cache, input_replace
+    op_estimate: sint = 0
+    mem_estimate: sint = 0
+    for ei in jit_cache:
+      op_estimate, mem_estimate = op_estimate + ei.prg.op_estimate, mem_estimate + ei.prg.mem_estimate
+    super().__init__(colored(f"<batched {len(jit_cache)}>", "cyan"), jit_cache[0].prg.device, op_estimate, mem_estimate)
+    self.n_kernels = len(jit_cache)
+
+
+_running: list[object] = []  # the TinyJits whose function runs now: one called inside another raises
+
+
+def _input_tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, Tensor]]:
   from tg.tensor import Tensor
   named = [(str(i), a) for i, a in enumerate(args)] + sorted(kwargs.items())
   return [(name, t) for name, t in named if isinstance(t, Tensor)]
 
 
-def _signature(t: Any) -> tuple[Any, ...]:
+def _input_var_vals(inputs: list[tuple[str, Tensor]], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[Variable, int]:
+  """The values of this call's symbolic sizes: those in the inputs' shapes and bound Variables passed as arguments
+  (a KV cache's start_pos)."""
+  var_vals: dict[Variable, int] = {}
+  for _, t in inputs:
+    for s in t.shape:
+      if isinstance(s, Node):
+        var_vals.update(Node.unbind(s)[1])  # Node.unbind, not Variable.unbind: the values of all its variables
+  for a in (*args, *kwargs.values()):
+    if isinstance(a, Variable) and a.val is not None:
+      var_vals.update(Node.unbind(a)[1])
+  return var_vals
+
+
+def _signature(t: Tensor) -> tuple[Any, ...]:
   """What must stay the same between calls: the shape (symbolic sizes by variable), dtype and device."""
   shape = tuple(s.unbind()[0] if isinstance(s, Node) else s for s in t.shape)
   return (shape, t.dtype, t.device)
+
+
+def _realize_inputs(inputs: list[tuple[str, Tensor]]) -> list[Buffer]:
+  """The inputs as buffers the replay can point at: realized, and copied to a buffer of their own if they are views."""
+  for _, t in inputs:
+    if t.lazydata.base.realized is None or not t.lazydata.st.contiguous:
+      t.realize()
+      if not t.lazydata.st.contiguous:
+        t.lazydata = t.contiguous().realize().lazydata
+  buffers = [t.lazydata.base.buffer for _, t in inputs]
+  seen: dict[int, str] = {}
+  for (name, _), b in zip(inputs, buffers):
+    if (other := seen.setdefault(id(b), name)) != name:
+      raise JitInputError(f"TinyJit got the same buffer as inputs {other} and {name}: a replay puts each input's buffer in its own place, "
+                          "so each input must be a buffer of its own (pass one of them, or a .contiguous() copy)")
+  return buffers
+
+
+def _returned_tensors(ret: Any) -> list[Tensor]:
+  """The tensors a jitted function returned: alone or in lists, tuples and dicts."""
+  from tg.tensor import Tensor
+  if isinstance(ret, Tensor):
+    return [ret]
+  if isinstance(ret, (list, tuple)):
+    return [t for x in ret for t in _returned_tensors(x)]
+  if isinstance(ret, dict):
+    return [t for x in ret.values() for t in _returned_tensors(x)]
+  return []
+
+
+def _realize_returned(ret: Any) -> list[Tensor]:
+  from tg.tensor import Tensor
+  outs = _returned_tensors(ret)
+  if any(o.lazydata.base.realized is None for o in outs):
+    Tensor.realize_all(*outs)
+  return outs
 
 
 class TinyJit(Generic[ReturnType]):
@@ -52,90 +139,179 @@ class TinyJit(Generic[ReturnType]):
 
   def reset(self) -> None:
     self.cnt = 0
-    self.jit_cache: list[ExecItem] = []
-    self.input_replace: dict[tuple[int, int], int] = {}  # (item, buffer position) -> input number
+    self.kernels: list[ExecItem] = []  # every captured kernel, in order
+    self.kernel_vals: list[dict[Variable, int]] = []  # the symbolic values each ran with at capture
+    self.input_replace: dict[tuple[int, int], int] = {}  # (kernel, buffer position) -> input number
+    self.jit_cache: list[ExecItem] = []  # what a replay runs: the kernels, or graphs of batches of them
+    self.covers: list[list[int]] = []  # the kernels each item of jit_cache runs
     self.signature: list[tuple[str, tuple[Any, ...]]] = []
     self.ret: Any = None
-    self.graph: Any = None
+    self.symbolic_returns = False  # whether a returned tensor's shape holds a Variable (rebound to each replay's value)
     self.div_flags: list[Buffer] = []  # integer divisions' zero-divisor flags (tg.divcheck), read after each replay
 
   def __get__(self, obj: Any, objtype: Any = None) -> Any:
     """Used as a method decorator, bind the instance."""
     return functools.partial(self.__call__, obj) if obj is not None else self
 
+  @property
+  def graph(self) -> GraphRunner | None:
+    """The first graph this jit replays through (None: it runs its kernels one by one)."""
+    return next((ei.prg for ei in self.jit_cache if isinstance(ei.prg, GraphRunner)), None)
+
+  @graph.setter
+  def graph(self, value: GraphRunner | None) -> None:
+    if value is not None:
+      raise ValueError("TinyJit.graph can only be set to None (replay kernel by kernel)")
+    self.jit_cache, self.covers = list(self.kernels), [[j] for j in range(len(self.kernels))]
+
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
+    if _running:
+      raise JitError("having TinyJit inside another TinyJit is not supported: the outer one captures the kernels of the inner one's "
+                     "function anyway, so call that function directly")
     inputs = _input_tensors(args, kwargs)
-    for _, t in inputs:  # inputs are buffers the replay can point at
-      if t.lazydata.base.realized is None or not t.lazydata.st.contiguous:
-        t.realize()
-        if not t.lazydata.st.contiguous:
-          t.lazydata = t.contiguous().realize().lazydata
+    buffers = _realize_inputs(inputs)
     signature = [(name, _signature(t)) for name, t in inputs]
-    var_vals: dict[Variable, int] = {}
-    for _, t in inputs:
-      for s in t.shape:
-        if isinstance(s, Node):
-          var_vals.update(Node.unbind(s)[1])  # Node.unbind, not Variable.unbind: the values of all its variables
+    var_vals = _input_var_vals(inputs, args, kwargs)
     if self.cnt == 0 or JIT.value == 0:
-      self.cnt += 1
-      self.signature = signature
-      return self.fxn(*args, **kwargs)
-    if signature != self.signature:
-      raise JitError(f"TinyJit inputs changed: the function was captured with {self.signature}, now called with {signature}; "
-                     "a jitted function needs the same shapes (sizes may vary only through Variables), dtypes and devices every call")
-    buffers = [t.lazydata.base.realized for _, t in inputs]
-    if self.cnt == 1:
+      self.ret = self._run(args, kwargs)
+    elif self.cnt == 1:
       self._capture(args, kwargs, buffers)
+      self.signature = signature
     else:
+      if signature != self.signature:
+        raise JitInputError(f"TinyJit inputs changed: the function was captured with {self.signature}, now called with {signature}; a jitted "
+                            "function needs the same inputs, with the same shapes (sizes may vary only through Variables), dtypes and devices")
       self._replay(buffers, var_vals)
+      self.cnt += 1
+      return self._rebound(self.ret, var_vals) if self.symbolic_returns else self.ret  # type: ignore[no-any-return]
     self.cnt += 1
     return self.ret  # type: ignore[no-any-return]
 
-  def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], buffers: list[Buffer | None]) -> None:
-    with capturing() as captured, divcheck.recording() as self.div_flags:
-      self.ret = self.fxn(*args, **kwargs)
-    from tg.tensor import Tensor
-    outs = [self.ret] if isinstance(self.ret, Tensor) else list(self.ret) if isinstance(self.ret, (tuple, list)) else []
-    for o in outs:
-      if isinstance(o, Tensor) and o.lazydata.base.realized is None:
-        raise JitError("a jitted function must return realized tensors: call .realize() on what it returns")
-    self.jit_cache = [ei for ei, _ in captured]
-    self.captured_vals = [vals for _, vals in captured]
-    positions = {id(b): i for i, b in enumerate(buffers) if b is not None}
-    self.input_replace = {(j, k): positions[id(b)] for j, ei in enumerate(self.jit_cache) for k, b in enumerate(ei.bufs) if id(b) in positions}
-    # everything else the kernels use that nobody outside holds is scratch: replays share its memory
-    returned = [o.lazydata.base.buffer for o in outs if isinstance(o, Tensor)]
-    memory.plan_jit(self.jit_cache, {b for b in buffers + returned + self.div_flags if b is not None})
-    if DEBUG >= 1:
-      print(f"TinyJit captured {len(self.jit_cache)} kernels with {len(buffers)} inputs")
-    devices = {ei.prg.device for ei in self.jit_cache}
-    if len(devices) == 1 and all(isinstance(ei.prg, CompiledRunner) for ei in self.jit_cache) and JIT_GRAPH.value:
-      graph_cls = Device[devices.pop()].graph
-      if graph_cls is not None:
-        self.graph = graph_cls(self.jit_cache, self.input_replace)
+  def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Call the function, and realize what it returns (inside a capture, the kernels that does are captured too)."""
+    _running.append(self)
+    try:
+      ret = self.fxn(*args, **kwargs)
+    finally:
+      _running.pop()
+    _realize_returned(ret)
+    return ret
 
-  def _replay(self, buffers: list[Buffer | None], var_vals: dict[Variable, int]) -> None:
+  def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], buffers: list[Buffer]) -> None:
+    with capturing() as captured, divcheck.recording() as self.div_flags:
+      self.ret = self._run(args, kwargs)
+    if not captured:
+      raise JitCaptureError("TinyJit captured no kernel (tinygrad: \"didn't JIT anything\"): the function ran nothing on a device, so "
+                            "there is nothing to replay; jit a function that computes something from its inputs")
+    self.kernels = [ei for ei, _ in captured]
+    self.kernel_vals = [vals for _, vals in captured]
+    positions = {id(b): i for i, b in enumerate(buffers)}
+    self.input_replace = {(j, k): positions[id(b)] for j, ei in enumerate(self.kernels) for k, b in enumerate(ei.bufs) if id(b) in positions}
+    outs = _returned_tensors(self.ret)
+    self.symbolic_returns = any(isinstance(s, Node) for o in outs for s in o.shape)
+    # everything else the kernels use that nobody outside holds is scratch: replays share its memory
+    memory.plan_jit(self.kernels, {*buffers, *(o.lazydata.base.buffer for o in outs), *self.div_flags})
+    if DEBUG >= 1:
+      print(f"TinyJit captured {len(self.kernels)} kernels with {len(buffers)} inputs")
+    if JIT_GRAPH.value and JIT.value < 2:
+      self.jit_cache, self.covers = self._graphed()
+    else:
+      self.graph = None  # kernel by kernel
+
+  def _graphed(self) -> tuple[list[ExecItem], list[list[int]]]:
+    """The kernels as a replay runs them: runs of kernels on one device with a graph become batches in a graph each,
+    the first of up to JIT_BATCH_SIZE kernels and each next one twice as large as the one before (as tinygrad's JIT:
+    the device can run a batch while the next is still being prepared); a lone kernel is not graphed."""
+    items: list[ExecItem] = []
+    covers: list[list[int]] = []
+    max_batch, batch_device = JIT_BATCH_SIZE.value, None
+    batch: list[int] = []
+
+    def flush() -> None:
+      nonlocal max_batch, batch
+      if len(batch) > 1 and batch_device is not None and (graph_cls := Device[batch_device].graph) is not None:
+        index = {j: n for n, j in enumerate(batch)}
+        replace = {(index[j], k): i for (j, k), i in self.input_replace.items() if j in index}
+        items.append(ExecItem(graph_cls([self.kernels[j] for j in batch], replace), [], 0))
+        covers.append(batch)
+        max_batch *= 2
+        if DEBUG >= 2:
+          print(f"\tTinyJit graphs a batch of {len(batch)} kernels on {batch_device}")
+      else:
+        items.extend(self.kernels[j] for j in batch)
+        covers.extend([j] for j in batch)
+      batch = []
+
+    for j, ei in enumerate(self.kernels):
+      device = ei.prg.device if isinstance(ei.prg, CompiledRunner) and Device[ei.prg.device].graph is not None else None
+      if batch and (device is None or device != batch_device or len(batch) >= max_batch):
+        flush()
+      batch_device = device
+      if device is None:
+        items.append(ei)
+        covers.append([j])
+      else:
+        batch.append(j)
+    flush()
+    return items, covers
+
+  def _replay(self, buffers: list[Buffer], var_vals: dict[Variable, int]) -> None:
     for (j, k), i in self.input_replace.items():
-      b = buffers[i]
-      assert b is not None
-      self.jit_cache[j].bufs[k] = b
+      self.kernels[j].bufs[k] = buffers[i]
     if pending.has_open():  # a failed realize left kernels to run that read what this replay overwrites: run them first
-      roots = {memory.root(b) for ei in self.jit_cache for b in ei.bufs}
+      roots = {memory.root(b) for ei in self.kernels for b in ei.bufs}
       pending.settle(roots, roots)
     # a replay is one step (an optimizer's state and parameters move together): Ctrl-C waits for its end
     with hold_sigint():
-      if self.graph is not None:
-        self.graph(var_vals)  # one launch of the whole step: a failure inside it is not split per kernel
-      else:
-        for i, (ei, vals) in enumerate(zip(self.jit_cache, self.captured_vals)):
-          try:
-            ei.run({**vals, **var_vals})
-          except BaseException:
-            # the kernels before ran: the rest of the step stays to do, and runs before anything reads what it writes
-            rest = [_ReplayRest(e, {**v, **var_vals}) for e, v in zip(self.jit_cache[i:], self.captured_vals[i:])]
-            pending.PendingWork(rest, lower=_ReplayRest.runner)  # type: ignore[arg-type]
-            raise
+      for n, (ei, cover) in enumerate(zip(self.jit_cache, self.covers)):
+        vals = {k: v for j in cover for k, v in self.kernel_vals[j].items()}
+        try:
+          ei.run({**vals, **var_vals})
+        except BaseException:
+          self._leave_rest(n, var_vals)
+          raise
     divcheck.check_flags(self.div_flags)
+
+  def _leave_rest(self, failed: int, var_vals: dict[Variable, int]) -> None:
+    """Item `failed` of a replay raised: the kernels before it ran, the rest of the step stays to do and runs before
+    anything reads what it writes. A graph that raised is taken as whole: which of its kernels ran is not known."""
+    start = failed if not isinstance(self.jit_cache[failed].prg, GraphRunner) else failed + 1
+    rest = [_ReplayRest(self.kernels[j], {**self.kernel_vals[j], **var_vals}) for cover in self.covers[start:] for j in cover]
+    if rest:
+      pending.PendingWork(rest, lower=_ReplayRest.runner)  # type: ignore[arg-type]
+
+  def _rebound(self, ret: Any, var_vals: dict[Variable, int]) -> Any:
+    """`ret` with each tensor whose shape holds a Variable bound to this call's value of it (the buffers are the same)."""
+    from tg.tensor import Tensor
+    if isinstance(ret, Tensor):
+      return _rebind_tensor(ret, var_vals) if any(isinstance(s, Node) for s in ret.shape) else ret
+    if isinstance(ret, (list, tuple)):
+      return type(ret)(self._rebound(x, var_vals) for x in ret)
+    if isinstance(ret, dict):
+      return {k: self._rebound(v, var_vals) for k, v in ret.items()}
+    return ret
+
+
+def _rebind_tensor(t: Tensor, var_vals: dict[Variable, int]) -> Tensor:
+  """A tensor over t's buffer whose symbolic sizes are bound to `var_vals` (t's are bound to the capture's values)."""
+  from tg.lazy import LazyBuffer
+  from tg.shape.shapetracker import ShapeTracker
+  from tg.shape.view import View
+  from tg.tensor import Tensor
+
+  def sub(x: sint) -> sint:
+    if not isinstance(x, Node):
+      return x
+    free, _ = x.unbind()
+    return free.substitute({v: v.bind(var_vals[v]) for v in free.vars() if v in var_vals})
+
+  def rebind(st: ShapeTracker) -> ShapeTracker:
+    return ShapeTracker(tuple(View.create(tuple(sub(s) for s in v.shape), tuple(sub(s) for s in v.strides), sub(v.offset),
+                                          tuple((sub(b), sub(e)) for b, e in v.mask) if v.mask is not None else None) for v in st.views))
+  lb = t.lazydata
+  base = LazyBuffer.from_buffer(lb.base.buffer, tuple(sub(s) for s in lb.base.shape))
+  view = base if lb.base is lb else LazyBuffer(lb.device, rebind(lb.st), lb.dtype, base=base)
+  return Tensor(view, device=t.device, requires_grad=t.requires_grad)
 
 
 class _ReplayRest:

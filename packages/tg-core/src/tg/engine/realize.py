@@ -21,11 +21,13 @@ from tg.engine.schedule import ScheduleItem
 from tg.helpers import DEBUG, GlobalCounters, colored
 from tg.ops import LazyOp, MetaOps
 from tg.renderer import Program
-from tg.settings import BEAM
+from tg.settings import BEAM, CAPTURING
 from tg.shape.symbolic import Variable, sint, sym_infer
 
 
 class Runner:
+  n_kernels = 1  # kernels one call runs: a TinyJit graph (engine/jit.GraphRunner) runs a batch of them
+
   def __init__(self, display_name: str, device: str, op_estimate: sint = 0, mem_estimate: sint = 0) -> None:
     self.display_name, self.device, self.op_estimate, self.mem_estimate = display_name, device, op_estimate, mem_estimate
 
@@ -121,7 +123,7 @@ class ExecItem:
       profile.record(self.prg.display_name, self.prg.device, st, et if et is not None else time.perf_counter() - st,
                      {"bufs": len(self.bufs), "ops": str(self.prg.op_estimate), "mem": str(self.prg.mem_estimate)})
     op_estimate, mem_estimate = sym_infer(self.prg.op_estimate, var_vals), sym_infer(self.prg.mem_estimate, var_vals)
-    GlobalCounters.kernel_count += 1
+    GlobalCounters.kernel_count += self.prg.n_kernels
     GlobalCounters.global_ops += op_estimate
     GlobalCounters.global_mem += mem_estimate
     if et is not None:
@@ -162,7 +164,7 @@ def lower_to_run(si: ScheduleItem, capture: bool = True) -> Callable[[], object]
   ei = lower_schedule_item(si)
 
   def go() -> None:
-    if capture and _capture_stack and not isinstance(ei.prg, EmptyOp):
+    if capture and _capture_stack and CAPTURING.value and not isinstance(ei.prg, EmptyOp):
       _capture_stack[-1].append((ei, si.var_vals))
     ei.run(si.var_vals)
   return go

@@ -13,15 +13,15 @@ from collections.abc import Callable
 from typing import Any
 
 from tg.device import Buffer
+from tg.engine.jit import GraphRunner
 from tg.engine.realize import CompiledRunner, ExecItem
-from tg.helpers import GlobalCounters
 from tg.renderer.cpu import outer_symbol
 from tg.shape.symbolic import Variable
 
 
-class BatchGraph:
+class BatchGraph(GraphRunner):
   def __init__(self, jit_cache: list[ExecItem], input_replace: dict[tuple[int, int], int]) -> None:
-    self.jit_cache, self.input_replace = jit_cache, input_replace
+    super().__init__(jit_cache, input_replace)
     self.runners: list[CompiledRunner] = [ei.prg for ei in jit_cache if isinstance(ei.prg, CompiledRunner)]
     assert len(self.runners) == len(jit_cache), f"{type(self).__name__} replays compiled kernels only"
     self.slots: dict[int, int] = {}  # one table slot per distinct buffer (by identity)
@@ -60,7 +60,7 @@ class BatchGraph:
     self.keep[slot] = ptr  # the table holds raw pointers: keep what they point into alive
     self.table[slot] = self.ffi.cast("void*", ptr)
 
-  def __call__(self, var_vals: dict[Variable, int]) -> None:
+  def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
     for slot, (j, k) in self.input_slots.items():
       self._set(slot, self.jit_cache[j].bufs[k])
     for n, v in enumerate(self.vars):
@@ -71,4 +71,4 @@ class BatchGraph:
       else:
         ei = self.jit_cache[step]
         ei.prg(ei.bufs, var_vals)
-    GlobalCounters.kernel_count += len(self.jit_cache)
+    return None
