@@ -25,6 +25,15 @@ def _max_size(shape: tuple[sint, ...]) -> int:
   return prod(s if isinstance(s, int) else s.max for s in shape)
 
 
+def _writable(st: ShapeTracker) -> bool:
+  """Whether a STORE through `st` writes each element of the view to an address of its own, and only those: one View,
+  no padded region, no repeated (stride-0) axis."""
+  if len(st.views) != 1:
+    return False
+  v = st.views[0]
+  return v.mask is None and all(s == 1 or st_ != 0 for s, st_ in zip(v.shape, v.strides))
+
+
 def _reads_through_view(x: LazyBuffer, target: LazyBuffer) -> bool:
   """Whether the kernel computing x would read `target` other than element for element."""
   seen: set[int] = set()
@@ -34,7 +43,7 @@ def _reads_through_view(x: LazyBuffer, target: LazyBuffer) -> bool:
     if id(v) in seen:
       continue
     seen.add(id(v))
-    if v.base is target.base:
+    if v.base.buffer is target.base.buffer:  # the target, or an earlier assign into the same memory
       if v.st != target.st:
         return True
       continue
@@ -149,6 +158,10 @@ class LazyBuffer:
   # ---------- compute ----------
   def contiguous(self) -> LazyBuffer:
     if self.st.contiguous and self.base is self and self.op is not MetaOps.CONST:
+      # already laid out in order: no copy, but it gets a buffer of its own rather than being inlined into its users,
+      # as tinygrad's contiguous() promises (a value read before an assign overwrites what it reads must be computed first)
+      if self.realized is None:
+        self.forced_realize = True
       return self
     return LazyBuffer.metaop(MetaOps.CONTIGUOUS, self.shape, self.dtype, self.device, srcs=(self,))
 
@@ -183,14 +196,24 @@ class LazyBuffer:
     buf = self.base.realized.view(_max_size(self.shape), self.dtype, v.offset * self.dtype.itemsize)
     return LazyBuffer.from_buffer(buf, self.shape)
 
+  def writable_view(self) -> bool:
+    """Whether an assign can write through this view into its base: each element at an address of its own."""
+    return _writable(self.st)
+
   def assign(self, x: LazyBuffer) -> LazyBuffer:
-    """Write x into this (realized, contiguous) buffer in place. The kernel reads each element of the target
-    at the index it writes, which is safe; when x reads the target through any other view (a transpose,
-    a flip), x is computed into a temporary first."""
-    assert self.base.realized is not None and self.st.contiguous and self.base is self, "assign needs a realized contiguous target"
+    """Write x into this buffer in place: a realized base, or a view of one (a slice, a permute, a reshape: x lands
+    at the addresses the view reads). The result is the new value of the whole base (an ASSIGN whose arg is the view
+    written, None for all of it), seen through this view. The kernel reads each element of the target at the index it
+    writes, which is safe; when x reads the target through any other view (a transpose, a flip), x is computed into a
+    temporary first."""
+    target = self.base
+    assert target.realized is not None, "assign needs a realized target"
+    if not _writable(self.st):
+      raise RuntimeError(f"can't assign into {self.st}: a view that repeats (expand) or pads elements must be made contiguous first")
     if _reads_through_view(x, self):
       x = LazyBuffer.metaop(MetaOps.CONTIGUOUS, x.shape, x.dtype, x.device, srcs=(x,))
-    return LazyBuffer.metaop(MetaOps.ASSIGN, self.shape, self.dtype, self.device, srcs=(x, self))
+    ret = LazyBuffer(self.device, ShapeTracker.from_shape(target.shape), self.dtype, MetaOps.ASSIGN, None if self is target else self.st, (x, target))
+    return ret if self is target else ret._view(self.st)
 
   def e(self, op: UnaryOps | BinaryOps | TernaryOps, *in_srcs: LazyBuffer) -> LazyBuffer:
     srcs = (self,) + in_srcs

@@ -204,8 +204,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def realize_all(*tensors: Tensor) -> None:
     _run([t.lazydata for t in tensors])
 
-  def realize(self) -> Tensor:
-    Tensor.realize_all(self)
+  def realize(self, *lst: Tensor) -> Tensor:
+    """Compute this tensor (and the others given, in one schedule: `Tensor.realize(a, b)` as in tinygrad)."""
+    Tensor.realize_all(self, *lst)
     return self
 
   def _contiguous_buffer(self) -> Buffer:
@@ -252,15 +253,18 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def assign(self, x: Tensor | Scalar) -> Tensor:
     """Give this tensor a new value (same shape and dtype), keeping its identity for those holding it.
 
-    This version swaps the tensor's lazy graph; the value lands in memory at the next realize."""
+    A realized tensor, or a view of one (a slice, a permute: `cache[:, pos:pos+1].assign(new)`), gets the value written
+    into its memory in place at the next realize, as in tinygrad: a captured (TinyJit) kernel that reads the buffer
+    later reads the new value, and so does every tensor over the buffer a view was cut from. Otherwise (an unrealized
+    value, or a new value that is part of the autograd graph) the tensor's lazy graph is swapped."""
     if not isinstance(x, Tensor):
       x = Tensor.full(self.shape, x, dtype=self.dtype, device=self.device)
+    if x.lazydata is self.lazydata:
+      return self  # assigning a tensor its own value changes nothing
     if x.shape != self.shape or x.dtype != self.dtype or x.device != self.device:
       raise ValueError(f"assign of {x.shape} {x.dtype} on {x.device} to {self.shape} {self.dtype} on {self.device}: they must match")
     lb = self.lazydata
-    if x._ctx is None and lb.base is lb and lb.realized is not None and lb.st.contiguous and x.lazydata is not lb:
-      # in place: the new value is written into this tensor's own buffer, so a captured (TinyJit) kernel
-      # that reads this tensor later reads the new value
+    if x._ctx is None and lb.base.realized is not None and (lb.base is lb or lb.writable_view()):
       self.lazydata = lb.assign(x.lazydata)
       return self
     if x._ctx is not None:

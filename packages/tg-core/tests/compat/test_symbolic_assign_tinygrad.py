@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tg import Tensor, Variable
+from tg.helpers import GlobalCounters
 from tg.shape.symbolic import NumNode, create_ge_node, create_lt_node, sym_render
 
 rng = np.random.default_rng(0)
@@ -115,3 +116,112 @@ def test_shrink_with_symbolic_bounds() -> None:
   out = Tensor(a).shrink(((vi, vi + 2), (vi, vi + 2)))
   np.testing.assert_allclose(out.numpy(), a[2:4, 2:4])
   np.testing.assert_allclose(out.reshape(2, 2).numpy(), a[2:4, 2:4])
+
+
+# ---------- 3. assign: in place, into views, diamonds, and the kernels it takes ----------
+
+def kernels(fn) -> int:  # type: ignore[no-untyped-def]
+  kc = GlobalCounters.kernel_count
+  fn()
+  return GlobalCounters.kernel_count - kc
+
+
+def test_assign_keeps_the_buffer() -> None:
+  a, b = Tensor(np.arange(16, dtype=np.float32)).reshape(4, 4).realize(), Tensor(np.arange(16, dtype=np.float32)).reshape(4, 4).realize()
+  before = a.lazydata.base.realized
+  a += b
+  a.realize()
+  assert a.lazydata.base.realized is before
+  np.testing.assert_allclose(a.numpy(), np.arange(16).reshape(4, 4) * 2)
+
+
+def test_assign_contiguous_takes_two_kernels_as_tinygrad() -> None:
+  b = Tensor.rand(4, 4).realize()
+  a = Tensor.rand(4, 4).realize() + 1
+  assert kernels(lambda: b.assign(a.contiguous()).realize()) == 2
+  b2 = Tensor.rand(4, 4).realize()
+  ap = (Tensor.rand(4, 4).realize() + 1).permute((1, 0))
+  assert kernels(lambda: b2.assign(ap.contiguous()).realize()) == 2
+
+
+def test_assign_diamonds() -> None:
+  # the old value read through a contiguous() is computed before the assign overwrites it
+  for make in (lambda: Tensor.full((4,), 2.0), lambda: Tensor.full((4,), 2.0).contiguous()):
+    a = Tensor.ones(4).contiguous().realize()
+    times_a = a * 3
+    a.assign(make())
+    np.testing.assert_allclose((a + (times_a - 1).contiguous()).numpy(), 4)
+  a = Tensor.ones(4).contiguous().realize()
+  times_a = a * 3
+  a.assign(Tensor.full((4,), 2.0))
+  np.testing.assert_allclose((a.contiguous() + (times_a - 1).contiguous()).numpy(), 4)
+  a = Tensor.ones(4).contiguous().realize()
+  a.assign(Tensor.full((4,), 2.0).contiguous())
+  np.testing.assert_allclose((a + a * 3).numpy(), 8)
+
+
+def test_assign_diamond_cycle_raises() -> None:
+  a = Tensor.ones(4).contiguous().realize()
+  times_a = a * 3
+  a.assign(Tensor.full((4,), 2.0).contiguous())
+  with pytest.raises(RuntimeError, match="cycle"):
+    (a + (times_a - 1)).numpy()
+
+
+def test_crossover_and_double_diamond() -> None:
+  a, b = Tensor.full((4,), 2).contiguous().realize(), Tensor.full((4,), 3).contiguous().realize()
+  a += b
+  b += a
+  Tensor.realize(a, b)
+  np.testing.assert_equal(a.numpy(), 5)
+  np.testing.assert_equal(b.numpy(), 8)
+  a, b = Tensor.full((4,), 2).contiguous().realize(), Tensor.full((4,), 3).contiguous().realize()
+  a_prev, b_prev = a * 4, b + 3
+  b += a_prev.contiguous()
+  a += b_prev.contiguous()
+  Tensor.realize(a, b)
+  np.testing.assert_equal(b.numpy(), 11)
+  np.testing.assert_equal(a.numpy(), 8)
+
+
+def test_assign_into_shrunk_view_writes_the_buffer() -> None:
+  t = Tensor.zeros(6, 6).contiguous().realize()
+  n = np.zeros((6, 6), np.float32)
+  for i in range(6):
+    v = Variable("v", 0, 6).bind(i)
+    t.shrink(((v, v + 1), None)).assign(Tensor.full((1, 6), float(i + 1)).contiguous()).realize()
+    n[i] = i + 1
+    np.testing.assert_allclose(t.numpy(), n)
+
+
+def test_kv_cache_written_at_start_pos() -> None:
+  cache = Tensor.zeros(2, 8, 3).contiguous().realize()
+  ref = np.zeros((2, 8, 3), np.float32)
+  for pos in range(4):
+    new = rand(2, 1, 3)
+    sp = Variable("start_pos", 0, 7).bind(pos)
+    cache.shrink((None, (sp, sp + 1), None)).assign(Tensor(new)).realize()  # (a slice of Variables isn't an index yet)
+    ref[:, pos:pos + 1] = new
+    np.testing.assert_allclose(cache.numpy(), ref)
+  np.testing.assert_allclose(cache.shrink((None, (0, 4), None)).numpy(), ref[:, :4])
+
+
+def test_assign_into_permuted_view_writes_through_it() -> None:
+  # tinygrad refuses (RuntimeError "contiguous"); tg writes through the permuted view, as torch's in-place ops do
+  a = Tensor(np.arange(16, dtype=np.float32).reshape(4, 4)).realize()
+  at = a.permute(1, 0)
+  at += Tensor(np.ones((4, 4), np.float32))
+  at.realize()
+  np.testing.assert_allclose(a.numpy(), np.arange(16).reshape(4, 4) + 1)
+  a2 = Tensor(np.arange(16, dtype=np.float32).reshape(4, 4)).realize()
+  b2 = Tensor(np.arange(16, dtype=np.float32).reshape(4, 4)).realize()
+  a2.assign(a2.permute(1, 0) + b2).realize()  # reads the target transposed: computed into a temporary first
+  np.testing.assert_allclose(a2.numpy(), np.arange(16).reshape(4, 4).T + np.arange(16).reshape(4, 4))
+
+
+def test_assign_masked_view_read() -> None:
+  a = Tensor.ones(4, 4).contiguous().realize()
+  b = a.shrink((None, (0, 2))).pad((None, (0, 2)), 2)
+  a.assign(a + b)
+  a.realize()
+  np.testing.assert_equal(a.numpy(), np.ones((4, 4)) + np.pad(np.ones((4, 2)), ((0, 0), (0, 2)), constant_values=2))

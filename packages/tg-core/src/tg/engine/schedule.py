@@ -295,8 +295,11 @@ class _KernelBuilder:
     b = self.out
     # with a fused reduction the kernel iterates in the reduction's output shape (reduced axes kept as 1s)
     top = ShapeTracker.from_shape(b.shape).reshape(self.fused.shape) if self.fused is not None and self.fused.shape != b.shape else None
-    val = self.value(b, top)
-    out_st = ShapeTracker.from_shape(b.shape) + top if top is not None else ShapeTracker.from_shape(b.shape)
+    if b.op is MetaOps.ASSIGN and b.arg is not None:  # an assign into a view: the kernel iterates over the view and stores through it
+      val, out_st = self.value(b.srcs[0], top), b.arg if top is None else b.arg + top
+    else:
+      val = self.value(b, top)
+      out_st = ShapeTracker.from_shape(b.shape) + top if top is not None else ShapeTracker.from_shape(b.shape)
     ast = LazyOp(BufferOps.STORE, (val,), MemBuffer(0, b.dtype, self.unbound(out_st)))
     if self.nested:  # the nested reductions are stored too, as outputs 1, 2, ...
       stores = [LazyOp(BufferOps.STORE, (self.value(n, None),), MemBuffer(i + 1, n.dtype, self.unbound(ShapeTracker.from_shape(n.shape))))
@@ -333,7 +336,9 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   # reading a nested reduction means waiting for the kernel that computes it
   reads = {b: {nested.get(r, r) for r in rs} for b, rs in reads.items()}
   schedule = _order(items, reads)
-  olds = [(items[a], weakref.ref(a.srcs[1].base)) for a in items if a.op is MetaOps.ASSIGN]
+  # an assign into a view writes part of a buffer that others hold as theirs: in place for all of them, as in tinygrad and
+  # torch (a KV cache written at start_pos is read through the cache tensor), so only whole assigns keep the old value
+  olds = [(items[a], weakref.ref(a.srcs[1].base)) for a in items if a.op is MetaOps.ASSIGN and a.arg is None]
   if found is not None:
     position = {id(si): p for p, si in enumerate(schedule)}
     schedule_cache.record(found[0], found[1], [(si.ast, si.bufs, si.var_vals) for si in schedule], bases,

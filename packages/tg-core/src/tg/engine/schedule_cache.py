@@ -23,6 +23,7 @@ from typing import Any
 from tg.lazy import LazyBuffer
 from tg.ops import LazyOp
 from tg.settings import FUSE_REDUCE, NEST_REDUCE, SCHEDULE_CACHE
+from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import Node
 
 MAX_PLANS = 4096  # distinct structures kept (the oldest goes first): a model has a few per step
@@ -59,7 +60,7 @@ def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] |
     if b.op is None:  # realized: a leaf
       parts.append((b.dtype, b.device, b.buffer.size, shared))
       continue
-    if not b.st.concrete or isinstance(b.arg, Node):
+    if not b.st.concrete or isinstance(b.arg, Node) or (isinstance(b.arg, ShapeTracker) and not b.arg.concrete):  # (an assign's view)
       return None
     srcs = []
     for s in b.srcs:
