@@ -208,6 +208,29 @@ def test_kv_cache_read_up_to_a_bound_start_pos_argument() -> None:
     np.testing.assert_allclose(shifted.reshape(n, 4).numpy(), cache_np[:n] + 1, rtol=1e-6)
 
 
+def test_a_returned_view_at_start_pos_reads_this_calls_row() -> None:
+  cache_np = _arr(10, 4)
+  cache = Tensor(cache_np).realize()
+  sp = Variable("start_pos", 0, 9)
+
+  @TinyJit
+  def f(q: Tensor, start_pos: Variable) -> tuple[Tensor, Tensor]:
+    return (q * 2).realize(), cache.shrink(((start_pos, start_pos + 1), (0, 4)))  # a view: no kernel reads it
+  for n in [1, 4, 0, 9, 5]:
+    q = _arr(4)
+    doubled, row = f(Tensor(q), sp.bind(n))
+    np.testing.assert_allclose(doubled.numpy(), q * 2, rtol=1e-6)
+    np.testing.assert_array_equal(row.numpy(), cache_np[n:n + 1])
+
+
+def test_an_unbound_variable_argument_is_refused() -> None:
+  @TinyJit
+  def f(a: Tensor, n: Variable) -> Tensor:
+    return (a * 2).realize()
+  with pytest.raises(JitInputError, match="bind"):
+    f(Tensor(_arr(3)), Variable("n", 1, 5))
+
+
 # ---------- 5. inputs ----------
 
 def test_data_copied_in_from_numpy_inside_the_function() -> None:

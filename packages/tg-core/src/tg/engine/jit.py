@@ -83,8 +83,10 @@ def _input_var_vals(inputs: list[tuple[str, Tensor]], args: tuple[Any, ...], kwa
     for s in t.shape:
       if isinstance(s, Node):
         var_vals.update(Node.unbind(s)[1])  # Node.unbind, not Variable.unbind: the values of all its variables
-  for a in (*args, *kwargs.values()):
-    if isinstance(a, Variable) and a.val is not None:
+  for name, a in [*enumerate(args), *kwargs.items()]:
+    if isinstance(a, Variable):
+      if a.val is None:
+        raise JitInputError(f"TinyJit argument {name} is the unbound Variable {a.expr}: pass {a.expr}.bind(value), whose value the replay uses")
       var_vals.update(Node.unbind(a)[1])
   return var_vals
 
@@ -208,7 +210,7 @@ class TinyJit(Generic[ReturnType]):
     positions = {id(b): i for i, b in enumerate(buffers)}
     self.input_replace = {(j, k): positions[id(b)] for j, ei in enumerate(self.kernels) for k, b in enumerate(ei.bufs) if id(b) in positions}
     outs = _returned_tensors(self.ret)
-    self.symbolic_returns = any(isinstance(s, Node) for o in outs for s in o.shape)
+    self.symbolic_returns = any(_symbolic(o) for o in outs)
     # everything else the kernels use that nobody outside holds is scratch: replays share its memory
     memory.plan_jit(self.kernels, {*buffers, *(o.lazydata.base.buffer for o in outs), *self.div_flags})
     if DEBUG >= 1:
@@ -284,7 +286,7 @@ class TinyJit(Generic[ReturnType]):
     """`ret` with each tensor whose shape holds a Variable bound to this call's value of it (the buffers are the same)."""
     from tg.tensor import Tensor
     if isinstance(ret, Tensor):
-      return _rebind_tensor(ret, var_vals) if any(isinstance(s, Node) for s in ret.shape) else ret
+      return _rebind_tensor(ret, var_vals) if _symbolic(ret) else ret
     if isinstance(ret, (list, tuple)):
       return type(ret)(self._rebound(x, var_vals) for x in ret)
     if isinstance(ret, dict):
@@ -292,8 +294,14 @@ class TinyJit(Generic[ReturnType]):
     return ret
 
 
+def _symbolic(t: Tensor) -> bool:
+  """Whether t's shape, or where it reads its buffer (a view at start_pos), depends on a Variable."""
+  return bool(t.lazydata.st.vars()) or any(isinstance(s, Node) for s in t.lazydata.base.shape)
+
+
 def _rebind_tensor(t: Tensor, var_vals: dict[Variable, int]) -> Tensor:
-  """A tensor over t's buffer whose symbolic sizes are bound to `var_vals` (t's are bound to the capture's values)."""
+  """A tensor over t's buffer whose symbolic sizes are bound to `var_vals` (t's are bound to the capture's values,
+  which variables the call didn't give keep)."""
   from tg.lazy import LazyBuffer
   from tg.shape.shapetracker import ShapeTracker
   from tg.shape.view import View
@@ -302,8 +310,9 @@ def _rebind_tensor(t: Tensor, var_vals: dict[Variable, int]) -> Tensor:
   def sub(x: sint) -> sint:
     if not isinstance(x, Node):
       return x
-    free, _ = x.unbind()
-    return free.substitute({v: v.bind(var_vals[v]) for v in free.vars() if v in var_vals})
+    free, captured = Node.unbind(x)  # Node.unbind: the values of all its variables, also for a lone Variable
+    vals = {**captured, **var_vals}
+    return free.substitute({v: v.bind(vals[v]) for v in free.vars() if v in vals})
 
   def rebind(st: ShapeTracker) -> ShapeTracker:
     return ShapeTracker(tuple(View.create(tuple(sub(s) for s in v.shape), tuple(sub(s) for s in v.strides), sub(v.offset),
