@@ -11,7 +11,7 @@ import pytest
 
 from tg import Device, Tensor, dtypes
 from tg.device import is_dtype_supported
-
+from tg.errors import AxisError, DTypeError, ShapeError, TgArgumentError
 
 torch = pytest.importorskip("torch")
 
@@ -141,9 +141,187 @@ def test_remainder_floats_ints_and_infinite_divisors():
 @pytest.mark.parametrize("op", ["erf", "log1p", "expm1", "atan", "asin", "acos"])
 def test_unary_dtypes_and_shapes(op):
   tfn, gfn = getattr(torch, op), getattr(Tensor, op)
-  check(gfn, tfn, np.array([[0, 1], [-1, 0]], dtype=np.int32))  # ints give the default float, as torch
+  check(gfn, tfn, np.array(0, dtype=np.int32))  # ints give the default float, as torch; 0-d
   check(gfn, tfn, np.zeros((0, 3), dtype=np.float32))
-  check(gfn, tfn, _arr(0.25))
   if HALF:
     x = np.linspace(-0.9, 0.9, 19).astype(np.float16)
     check(gfn, tfn, x, atol=1e-3, rtol=1e-3, grad_atol=2e-3, grad_rtol=2e-3)
+
+
+# ---------- reductions and norms ----------
+
+@pytest.mark.parametrize("p", [2, 1, math.inf, -math.inf, 0, 3, 0.5])
+def test_vector_norm_orders(p):
+  rng = np.random.default_rng(3)
+  x = _arr(rng.uniform(-2, 2, (2, 3, 4)))
+  x[1, 1, 2] = x[0, 1, 0] = 2.0  # ties for the inf norm: the gradient is split between them, as torch
+  x[0, 2, 1] = x[1, 2, 3] = -2.0
+  check(lambda t: t.norm(p, dim=(0, -1)), lambda t: torch.linalg.vector_norm(t, p, dim=(0, -1)), x, rtol=1e-5, grad_rtol=1e-4)
+
+
+def test_norm_fro_zero_vectors_empty_and_half():
+  x = _arr([[0.0, 0.0, 0.0], [3.0, -4.0, 0.0]])
+  check(lambda t: t.norm(), lambda t: t.norm(), x, rtol=1e-6)
+  check(lambda t: t.norm(dim=1), lambda t: t.norm(dim=1), x, rtol=1e-6)  # the zero row has gradient 0, not NaN
+  check(lambda t: t.norm(p="fro", dim=(0, 1)), lambda t: t.norm(p="fro", dim=(0, 1)), x, rtol=1e-6)
+  check(lambda t: t.norm(dim=0), lambda t: t.norm(dim=0), np.zeros((0, 3), np.float32))
+  if HALF:
+    check(lambda t: t.norm(dim=-1), lambda t: t.norm(dim=-1), _arr([[300.0, 400.0], [1.0, 2.0]]).astype(np.float16), rtol=1e-3, grad_rtol=2e-3)
+  with pytest.raises(TgArgumentError):
+    Tensor.zeros(0, 3).norm(math.inf, dim=0)
+  with pytest.raises(DTypeError):
+    Tensor([1, 2]).norm()
+  with pytest.raises(AxisError):
+    Tensor.ones(2, 3).norm(dim=2)
+  with pytest.raises(NotImplementedError):
+    Tensor.ones(2, 3).norm(p="nuc")
+
+
+def test_amax_amin_ties_dims_and_nan():
+  x = _arr([[[1.0, 3.0, 3.0], [2.0, -1.0, 2.0]], [[0.0, 3.0, -1.0], [-1.0, -1.0, 0.5]]])
+  for dim, keepdim in [((), False), ((0, -1), True)]:
+    check(lambda t: t.amax(dim, keepdim), lambda t: torch.amax(t, dim, keepdim), x)
+    check(lambda t: t.amin(dim, keepdim), lambda t: torch.amin(t, dim, keepdim), x)
+  check(lambda t: t.amax(1), lambda t: torch.amax(t, 1), _arr([[1.0, math.nan], [2.0, 1.0]]), grad=False)
+  check(lambda t: t.amin(0), lambda t: torch.amin(t, 0), np.array([[1, 5], [-2, 3]], dtype=np.int32))
+  with pytest.raises(AxisError):
+    Tensor.ones(2, 2).amax((0, 0))
+
+
+def test_std_mean_var_mean_and_logcumsumexp():
+  rng = np.random.default_rng(4)
+  x = _arr(rng.uniform(-2, 2, (3, 5)))
+  for fn, tfn in (("std_mean", torch.std_mean), ("var_mean", torch.var_mean)):
+    got = getattr(Tensor(x), fn)(1, keepdim=True)
+    ref = tfn(torch.tensor(x), dim=1, keepdim=True)
+    for g, r in zip(got, ref):
+      np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-5, atol=1e-6)
+  check(lambda t: t.logcumsumexp(1), lambda t: torch.logcumsumexp(t, 1), x, rtol=1e-5, atol=1e-6, grad_rtol=1e-4)
+  wide = _arr([[-100.0, 0.0, -math.inf, math.inf, 2.0], [-math.inf, -math.inf, 1.0, 1.0, 80.0]])  # no overflow, -inf prefixes
+  check(lambda t: t.logcumsumexp(-1), lambda t: torch.logcumsumexp(t, -1), wide, rtol=1e-6, atol=1e-6, grad=False)
+
+
+# ---------- products ----------
+
+def test_cross_outer_bmm_tensordot():
+  rng = np.random.default_rng(5)
+  a, b = _arr(rng.uniform(-2, 2, (1, 2, 3))), _arr(rng.uniform(-2, 2, (4, 1, 3)))
+  check(lambda x, y: x.cross(y, dim=-1), lambda x, y: torch.linalg.cross(x, y, dim=-1), a, b, rtol=1e-5, atol=1e-6)
+  c = _arr(rng.uniform(-2, 2, (3, 2)))
+  check(lambda x: x.cross(x.flip(1)), lambda x: torch.cross(x, x.flip(1), dim=0), c, rtol=1e-5, atol=1e-6)  # first axis of size 3
+  check(Tensor.outer, torch.outer, _arr([1.0, 2.0, -3.0]), _arr([0.5, -1.0]))
+  m1, m2 = _arr(rng.uniform(-1, 1, (2, 3, 4))), _arr(rng.uniform(-1, 1, (2, 4, 5)))
+  check(Tensor.bmm, torch.bmm, m1, m2, rtol=1e-5, atol=1e-6)
+  check(Tensor.bmm, torch.bmm, np.arange(24, dtype=np.int32).reshape(2, 3, 4), np.ones((2, 4, 2), np.int32))  # int32 stays int32
+  t1, t2 = _arr(rng.uniform(-1, 1, (2, 3, 4))), _arr(rng.uniform(-1, 1, (4, 3, 2)))
+  check(lambda x, y: x.tensordot(y, dims=([1, 2], [1, 0])), lambda x, y: torch.tensordot(x, y, dims=([1, 2], [1, 0])), t1, t2, rtol=1e-5, atol=1e-6)
+  check(lambda x, y: x.tensordot(y, dims=1), lambda x, y: torch.tensordot(x, y, dims=1), t1, t2, rtol=1e-5, atol=1e-6)
+  check(lambda x, y: x.tensordot(y, dims=0), lambda x, y: torch.tensordot(x, y, dims=0), _arr([1.0, 2.0]), _arr([3.0, 4.0, 5.0]))
+  check(lambda x, y: x.tensordot(y, dims=([-1], [0])), lambda x, y: torch.tensordot(x, y, dims=([-1], [0])), _arr(np.ones((2, 1))), t2)
+
+
+def test_product_shape_errors_are_clear():
+  with pytest.raises(ShapeError, match="bmm"):
+    Tensor.ones(2, 3, 4).bmm(Tensor.ones(3, 4, 5))
+  with pytest.raises(ShapeError, match="bmm"):
+    Tensor.ones(2, 3, 4).bmm(Tensor.ones(2, 3, 5))
+  with pytest.raises(ShapeError):
+    Tensor.ones(3, 4).bmm(Tensor.ones(4, 5))
+  with pytest.raises(RuntimeError):  # the torch-style except clause catches it too
+    Tensor.ones(2, 2).outer(Tensor.ones(2))
+  with pytest.raises(ShapeError):
+    Tensor.ones(2, 4).cross(Tensor.ones(2, 4), dim=1)
+  with pytest.raises(ShapeError):
+    Tensor.ones(2, 3).tensordot(Tensor.ones(4, 2), dims=([1], [0]))
+  with pytest.raises(TgArgumentError):
+    Tensor.ones(2, 3).tensordot(Tensor.ones(3, 2), dims=-1)
+
+
+def test_cosine_similarity():
+  rng = np.random.default_rng(6)
+  a, b = _arr(rng.uniform(-1, 1, (3, 4))), _arr(rng.uniform(-1, 1, (1, 4)))
+  check(lambda x, y: x.cosine_similarity(y, dim=1), lambda x, y: torch.cosine_similarity(x, y, dim=1), a, b, rtol=1e-5, atol=1e-6, grad_rtol=1e-4)
+  check(lambda x, y: x.cosine_similarity(y, dim=-2), lambda x, y: torch.cosine_similarity(x, y, dim=-2), a, a[::-1].copy(), rtol=1e-5,
+        atol=1e-6, grad_rtol=1e-4)
+  z = _arr([[0.0, 0.0, 0.0], [1.0, 2.0, 3.0]])  # a zero vector: 0, and torch's gradient (x2 / (eps * |x2|))
+  check(lambda x, y: x.cosine_similarity(y, dim=1), lambda x, y: torch.cosine_similarity(x, y, dim=1), z, _arr([[1.0, 2.0, 3.0]] * 2),
+        rtol=1e-5, grad_rtol=1e-4, grad_atol=1.0)
+  with pytest.raises(DTypeError):
+    Tensor([[1, 2]]).cosine_similarity(Tensor([[1, 2]]))
+
+
+# ---------- comparison and copies ----------
+
+def test_isclose_allclose():
+  a = _arr([1.0, 1.0, math.nan, math.inf, math.inf, -math.inf, 1e-9, 100.0, 0.0])
+  b = _arr([1.0 + 1e-6, 1.1, math.nan, math.inf, -math.inf, 1e38, 0.0, 100.001, math.inf])
+  for kw in ({}, {"equal_nan": True}, {"rtol": 0.2}, {"atol": 1e-3, "rtol": 0.0}):
+    np.testing.assert_array_equal(Tensor(a).isclose(Tensor(b), **kw).numpy(), torch.isclose(torch.tensor(a), torch.tensor(b), **kw).numpy())
+    assert Tensor(a).allclose(Tensor(b), **kw) is torch.allclose(torch.tensor(a), torch.tensor(b), **kw)
+  ia, ib = np.array([1, 2, 100000], dtype=np.int32), np.array([1, 3, 100001], dtype=np.int32)
+  np.testing.assert_array_equal(Tensor(ia).isclose(Tensor(ib)).numpy(), torch.isclose(torch.tensor(ia), torch.tensor(ib)).numpy())
+  assert Tensor([[1.0, 2.0]]).isclose(Tensor([1.0, 2.5])).shape == (1, 2)  # broadcasts
+  assert Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.0]))
+  with pytest.raises(TgArgumentError):
+    Tensor([1.0]).isclose(Tensor([1.0]), rtol=-1)
+
+
+def test_clone_is_a_copy_with_gradient():
+  x = Tensor([1.0, 2.0, 3.0], requires_grad=True).realize()
+  c = x.clone()
+  c.realize()
+  c.assign(Tensor([7.0, 8.0, 9.0])).realize()
+  np.testing.assert_array_equal(x.numpy(), [1.0, 2.0, 3.0])
+  y = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+  (y.clone() * Tensor([2.0, 3.0, 4.0])).sum().backward()
+  np.testing.assert_array_equal(y.grad.numpy(), [2.0, 3.0, 4.0])
+  assert Tensor.arange(4).reshape(2, 2).T.clone().tolist() == [[0, 2], [1, 3]]
+
+
+# ---------- interpolate ----------
+
+def _interp(**kw):
+  return (lambda t: t.interpolate(**kw)), (lambda t: torch.nn.functional.interpolate(t, **kw))
+
+
+@pytest.mark.parametrize("kw", [
+  {"scale_factor": 2},  # an integer nearest scale: movement ops only
+  {"size": (5, 7)}, {"scale_factor": 1.5}, {"size": (2, 2)}, {"size": (5, 3), "mode": "nearest-exact"},
+  {"size": (5, 7), "mode": "bilinear"}, {"size": (5, 7), "mode": "bilinear", "align_corners": True},
+  {"scale_factor": (0.5, 1.7), "mode": "bilinear"}, {"size": (1, 6), "mode": "bilinear", "align_corners": True},
+])
+def test_interpolate_2d(kw):
+  x = _arr(np.random.default_rng(7).uniform(-1, 1, (2, 1, 3, 4)))
+  check(*_interp(**kw), x, rtol=1e-5, atol=1e-6, grad_rtol=1e-5, grad_atol=1e-5)
+
+
+def test_interpolate_1d_3d_dtypes_and_nan():
+  rng = np.random.default_rng(8)
+  check(*_interp(size=7, mode="linear"), _arr(rng.uniform(-1, 1, (1, 2, 4))), rtol=1e-5, atol=1e-6, grad_atol=1e-5)
+  check(*_interp(scale_factor=3), _arr(rng.uniform(-1, 1, (1, 1, 3))), grad_atol=1e-6)
+  check(*_interp(size=(3, 2, 3), mode="trilinear"), _arr(rng.uniform(-1, 1, (1, 1, 2, 3, 2))), rtol=1e-5, atol=1e-6, grad_atol=1e-5)
+  check(*_interp(size=(3, 5)), np.arange(12, dtype=np.uint8).reshape(1, 1, 3, 4))  # nearest keeps integer dtypes (torch: uint8)
+  nan = np.ones((1, 1, 3, 3), np.float32)
+  nan[0, 0, 0, 0] = math.nan  # only the outputs that read it become NaN
+  check(*_interp(size=(5, 5), mode="bilinear"), nan, grad=False)
+  if HALF:
+    check(*_interp(size=(5, 7), mode="bilinear"), _arr(rng.uniform(-1, 1, (1, 1, 3, 4))).astype(np.float16), rtol=2e-3, atol=2e-3, grad=False)
+
+
+def test_interpolate_arguments():
+  x = Tensor.ones(1, 1, 2, 2)
+  with pytest.raises(TgArgumentError):
+    x.interpolate(size=(3, 3), scale_factor=2)
+  with pytest.raises(TgArgumentError):
+    x.interpolate()
+  with pytest.raises(TgArgumentError):
+    x.interpolate(size=3, align_corners=True)
+  with pytest.raises(ShapeError):
+    Tensor.ones(1, 1, 4).interpolate(size=3, mode="bilinear")
+  with pytest.raises(NotImplementedError):
+    x.interpolate(size=3, mode="bicubic")
+  with pytest.raises(TgArgumentError):
+    x.interpolate(size=3, mode="cubic")
+  with pytest.raises(DTypeError):
+    Tensor.ones(1, 1, 2, 2, dtype=dtypes.int32).interpolate(size=3, mode="bilinear")
+  assert x.interpolate(size=(4, 4)).shape == (1, 1, 4, 4)
