@@ -223,6 +223,25 @@ def test_a_returned_view_at_start_pos_reads_this_calls_row() -> None:
     np.testing.assert_array_equal(row.numpy(), cache_np[n:n + 1])
 
 
+def test_kv_cache_written_at_start_pos_inside_a_jitted_step() -> None:
+  cache = Tensor.zeros(10, 4).contiguous().realize()
+  ref = np.zeros((10, 4), np.float32)
+  sp = Variable("start_pos", 0, 9)
+
+  @TinyJit
+  def step(x: Tensor, start_pos: Variable) -> tuple[Tensor, Tensor]:
+    cache.shrink(((start_pos, start_pos + 1), (0, 4))).assign(x).realize()
+    keys = cache.shrink(((0, start_pos + 1), (0, 4)))
+    return keys.sum(0).realize(), keys
+  for n in range(6):
+    x = _arr(1, 4)
+    ref[n] = x
+    total, keys = step(Tensor(x), sp.bind(n))
+    np.testing.assert_allclose(total.numpy(), ref[:n + 1].sum(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(keys.reshape(n + 1, 4).numpy(), ref[:n + 1])
+  np.testing.assert_array_equal(cache.numpy(), ref)
+
+
 def test_an_unbound_variable_argument_is_refused() -> None:
   @TinyJit
   def f(a: Tensor, n: Variable) -> Tensor:
