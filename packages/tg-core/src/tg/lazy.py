@@ -16,7 +16,7 @@ from tg.helpers import prod
 from tg.ops import BinaryOps, MetaOps, Op, ReduceOps, TernaryOps, UnaryOps, exec_alu
 from tg.settings import PACK, SPLIT_REDUCEOP, SPLIT_REDUCEOP_THRESHOLD
 from tg.shape.shapetracker import ShapeTracker
-from tg.shape.symbolic import sint
+from tg.shape.symbolic import NumNode, sint
 from tg.shape.view import View
 
 
@@ -25,13 +25,22 @@ def _max_size(shape: tuple[sint, ...]) -> int:
   return prod(s if isinstance(s, int) else s.max for s in shape)
 
 
-def _writable(st: ShapeTracker) -> bool:
-  """Whether a STORE through `st` writes each element of the view to an address of its own, and only those: one View,
-  no padded region, no repeated (stride-0) axis."""
-  if len(st.views) != 1:
-    return False
+def _store_view(st: ShapeTracker) -> ShapeTracker | None:
+  """`st` as one View a STORE can write through: each element of the view at an address of its own, and only those
+  (no padded region, no repeated stride-0 axis). A strided slice is a padded, reshaped and shrunk stack of Views that
+  addresses a plain strided window: read off its index expression. None when it isn't one."""
+  if len(st.views) > 1:
+    if not st.concrete:
+      return None
+    idx, valid = st.expr_idxs()
+    strides = st.real_strides()
+    if valid.min != 1 or any(x is None for x in strides):
+      return None
+    offset = idx.substitute({v: NumNode(0) for v in idx.vars()})
+    assert isinstance(offset, NumNode)
+    st = ShapeTracker((View.create(st.shape, strides, offset.b),))  # type: ignore[arg-type]
   v = st.views[0]
-  return v.mask is None and all(s == 1 or st_ != 0 for s, st_ in zip(v.shape, v.strides))
+  return st if v.mask is None and all(s == 1 or st_ != 0 for s, st_ in zip(v.shape, v.strides)) else None
 
 
 def _reads_through_view(x: LazyBuffer, target: LazyBuffer) -> bool:
@@ -198,7 +207,7 @@ class LazyBuffer:
 
   def writable_view(self) -> bool:
     """Whether an assign can write through this view into its base: each element at an address of its own."""
-    return _writable(self.st)
+    return _store_view(self.st) is not None
 
   def assign(self, x: LazyBuffer) -> LazyBuffer:
     """Write x into this buffer in place: a realized base, or a view of one (a slice, a permute, a reshape: x lands
@@ -208,11 +217,11 @@ class LazyBuffer:
     temporary first."""
     target = self.base
     assert target.realized is not None, "assign needs a realized target"
-    if not _writable(self.st):
+    if (store := _store_view(self.st)) is None:
       raise RuntimeError(f"can't assign into {self.st}: a view that repeats (expand) or pads elements must be made contiguous first")
     if _reads_through_view(x, self):
       x = LazyBuffer.metaop(MetaOps.CONTIGUOUS, x.shape, x.dtype, x.device, srcs=(x,))
-    ret = LazyBuffer(self.device, ShapeTracker.from_shape(target.shape), self.dtype, MetaOps.ASSIGN, None if self is target else self.st, (x, target))
+    ret = LazyBuffer(self.device, ShapeTracker.from_shape(target.shape), self.dtype, MetaOps.ASSIGN, None if self is target else store, (x, target))
     return ret if self is target else ret._view(self.st)
 
   def e(self, op: UnaryOps | BinaryOps | TernaryOps, *in_srcs: LazyBuffer) -> LazyBuffer:

@@ -47,6 +47,22 @@ def _split_indices(indices: Any) -> tuple[Any, ...]:
   return (indices,)
 
 
+def _basic_index(indices: Any) -> bool:
+  """Whether `indices` only slices (ints, slices of ints or sizes, None, Ellipsis): the selection is a view."""
+  items = indices if isinstance(indices, tuple) else (indices,)
+  return all(i is None or i is Ellipsis or (isinstance(i, (int, slice)) and not isinstance(i, bool)) for i in items)
+
+
+def _writable_target(t: Tensor, indices: Any) -> Tensor | None:
+  """t[indices] as a view that writes into t's realized buffer, or None when t has no buffer of its own to write."""
+  t.realize()
+  lb = t.lazydata
+  if lb.base.realized is None or not (lb.base is lb or lb.writable_view()):
+    return None
+  target = t[indices]
+  return target if target.lazydata.base is lb.base and target.lazydata.writable_view() else None
+
+
 class IndexingMixin:
   def _take_every(self: Tensor, axis: int, step: int) -> Tensor:  # type: ignore[misc]
     """Every step-th element along `axis`, as pad + reshape + shrink."""
@@ -149,14 +165,24 @@ class IndexingMixin:
   def __setitem__(self: Tensor, indices: Any, value: Any) -> None:  # type: ignore[misc]
     """Write `value` into the selected elements, as a new value of this tensor (it keeps its identity).
 
-    The selection is found by indexing a tensor of element positions the same way, then scattered
-    with one-hot masks; where a position is selected twice the written values add up."""
+    Basic indices (ints, slices, None, Ellipsis) select a view of the tensor's buffer: as in tinygrad, the tensor is
+    realized and the value written through that view in place, at once, by one kernel (what else holds the buffer sees
+    it, and a TinyJit captures the write). Other selections (tensors and lists of indices, or a tensor with no buffer
+    of its own to write, such as a broadcast constant) are found by indexing a tensor of element positions the same
+    way, then scattered with one-hot masks into a new value; where a position is selected twice the values add up."""
     from tg.tensor import Tensor, _concrete
     if self.requires_grad and self._ctx is None and not Tensor.no_grad:
-      raise RuntimeError("can't assign into a leaf tensor that requires grad: use .detach() or do it under Tensor.no_grad")
+      # NotImplementedError, tinygrad's class here, is a RuntimeError, torch's
+      raise NotImplementedError("can't assign into a leaf tensor that requires grad: use .detach() or do it under Tensor.no_grad")
+    v = value if isinstance(value, Tensor) else Tensor(value, device=self.device, dtype=self.dtype)
+    if _basic_index(indices) and v._ctx is None and not self.requires_grad and (target := _writable_target(self, indices)) is not None:
+      while v.ndim > target.ndim and v.shape[0] == 1:
+        v = v.reshape(v.shape[1:])
+      if 0 not in target.shape:
+        target.assign(v.cast(self.dtype)._broadcast_to(target.shape)).realize()
+      return
     n = _concrete(self.numel())
     positions = Tensor.arange(n, device=self.device).reshape(self.shape)[indices]
-    v = value if isinstance(value, Tensor) else Tensor(value, device=self.device, dtype=self.dtype)
     while v.ndim > positions.ndim and v.shape[0] == 1:  # extra leading size-1 axes broadcast away, as numpy
       v = v.reshape(v.shape[1:])
     v = v.cast(self.dtype)._broadcast_to(positions.shape).flatten()
@@ -164,7 +190,7 @@ class IndexingMixin:
     selected = hot.any(0)
     zero = 0.0 if dtypes.is_float(self.dtype) else 0
     written = hot.where(v.reshape(-1, 1), zero).sum(0).cast(self.dtype)
-    self.assign(selected.where(written, self.flatten()).reshape(self.shape).cast(self.dtype).contiguous())
+    self.assign(selected.where(written, self.flatten()).reshape(self.shape).cast(self.dtype).contiguous()).realize()  # at once, as tinygrad
 
   def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:  # type: ignore[misc]
     """out[i][j] = self[index[i][j]][j] for dim=0 (torch.gather): index has self's number of axes."""
