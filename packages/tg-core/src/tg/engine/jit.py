@@ -125,12 +125,11 @@ def _returned_tensors(ret: Any) -> list[Tensor]:
   return []
 
 
-def _realize_returned(ret: Any) -> list[Tensor]:
+def _realize_returned(ret: Any) -> None:
   from tg.tensor import Tensor
   outs = _returned_tensors(ret)
   if any(o.lazydata.base.realized is None for o in outs):
     Tensor.realize_all(*outs)
-  return outs
 
 
 class TinyJit(Generic[ReturnType]):
@@ -146,9 +145,10 @@ class TinyJit(Generic[ReturnType]):
     self.input_replace: dict[tuple[int, int], int] = {}  # (kernel, buffer position) -> input number
     self.jit_cache: list[ExecItem] = []  # what a replay runs: the kernels, or graphs of batches of them
     self.covers: list[list[int]] = []  # the kernels each item of jit_cache runs
+    self.item_vals: list[dict[Variable, int]] = []  # the symbolic values of each item's kernels at capture
     self.signature: list[tuple[str, tuple[Any, ...]]] = []
     self.ret: Any = None
-    self.symbolic_returns = False  # whether a returned tensor's shape holds a Variable (rebound to each replay's value)
+    self.symbolic_returns = False  # whether a returned tensor's shape or view holds a Variable (rebound to each replay's value)
     self.div_flags: list[Buffer] = []  # integer divisions' zero-divisor flags (tg.divcheck), read after each replay
 
   def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -164,7 +164,11 @@ class TinyJit(Generic[ReturnType]):
   def graph(self, value: GraphRunner | None) -> None:
     if value is not None:
       raise ValueError("TinyJit.graph can only be set to None (replay kernel by kernel)")
-    self.jit_cache, self.covers = list(self.kernels), [[j] for j in range(len(self.kernels))]
+    self._use(list(self.kernels), [[j] for j in range(len(self.kernels))])
+
+  def _use(self, jit_cache: list[ExecItem], covers: list[list[int]]) -> None:
+    self.jit_cache, self.covers = jit_cache, covers
+    self.item_vals = [{k: v for j in cover for k, v in self.kernel_vals[j].items()} for cover in covers]
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
     if _running:
@@ -216,7 +220,7 @@ class TinyJit(Generic[ReturnType]):
     if DEBUG >= 1:
       print(f"TinyJit captured {len(self.kernels)} kernels with {len(buffers)} inputs")
     if JIT_GRAPH.value and JIT.value < 2:
-      self.jit_cache, self.covers = self._graphed()
+      self._use(*self._graphed())
     else:
       self.graph = None  # kernel by kernel
 
@@ -265,8 +269,7 @@ class TinyJit(Generic[ReturnType]):
       pending.settle(roots, roots)
     # a replay is one step (an optimizer's state and parameters move together): Ctrl-C waits for its end
     with hold_sigint():
-      for n, (ei, cover) in enumerate(zip(self.jit_cache, self.covers)):
-        vals = {k: v for j in cover for k, v in self.kernel_vals[j].items()}
+      for n, (ei, vals) in enumerate(zip(self.jit_cache, self.item_vals)):
         try:
           ei.run({**vals, **var_vals})
         except BaseException:
