@@ -97,13 +97,23 @@ def _signature(t: Tensor) -> tuple[Any, ...]:
   return (shape, t.dtype, t.device)
 
 
-def _realize_inputs(inputs: list[tuple[str, Tensor]]) -> list[Buffer]:
-  """The inputs as buffers the replay can point at: realized, and copied to a buffer of their own if they are views."""
-  for _, t in inputs:
-    if t.lazydata.base.realized is None or not t.lazydata.st.contiguous:
-      t.realize()
-      if not t.lazydata.st.contiguous:
-        t.lazydata = t.contiguous().realize().lazydata
+def _contiguous_inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+  """The arguments with each tensor realized, and each view (non-contiguous) replaced by a realized copy: a replay
+  points the kernels at each input's buffer, so the function must see inputs that are whole buffers. The caller's
+  tensors are not changed (a view passed in stays a view of its buffer)."""
+  from tg.tensor import Tensor
+
+  def prepare(a: Any) -> Any:
+    if not isinstance(a, Tensor):
+      return a
+    if a.lazydata.base.realized is None:
+      a.realize()
+    return a if a.lazydata.st.contiguous else a.contiguous().realize()
+  return tuple(prepare(a) for a in args), {k: prepare(v) for k, v in kwargs.items()}
+
+
+def _input_buffers(inputs: list[tuple[str, Tensor]]) -> list[Buffer]:
+  """Each input's buffer; the same buffer passed twice is refused (a replay puts each input's buffer in its own place)."""
   buffers = [t.lazydata.base.buffer for _, t in inputs]
   seen: dict[int, str] = {}
   for (name, _), b in zip(inputs, buffers):
@@ -174,8 +184,9 @@ class TinyJit(Generic[ReturnType]):
     if _running:
       raise JitError("having TinyJit inside another TinyJit is not supported: the outer one captures the kernels of the inner one's "
                      "function anyway, so call that function directly")
+    args, kwargs = _contiguous_inputs(args, kwargs)
     inputs = _input_tensors(args, kwargs)
-    buffers = _realize_inputs(inputs)
+    buffers = _input_buffers(inputs)
     signature = [(name, _signature(t)) for name, t in inputs]
     var_vals = _input_var_vals(inputs, args, kwargs)
     if self.cnt == 0 or JIT.value == 0:
