@@ -371,10 +371,6 @@ def test_symbolic_cat() -> None:
   _check_symbolic(lambda a, b: a.cat(b, dim=0).realize(), make, lambda n: (n + 2, 3))
 
 
-_HELPER_B = "symbolic arithmetic between ints and symbolic sizes (int / MulNode, reshape of a bound size) is helper B's part of issue 15"
-
-
-@pytest.mark.xfail(strict=False, reason=_HELPER_B)
 def test_symbolic_mean_and_var() -> None:
   def make(n: int, v: Variable) -> tuple[list[np.ndarray], list[Tensor]]:
     a = _arr(3, n)
@@ -383,7 +379,6 @@ def test_symbolic_mean_and_var() -> None:
   _check_symbolic(lambda a: a.var().realize(), make, lambda n: ())
 
 
-@pytest.mark.xfail(strict=False, reason=_HELPER_B)
 def test_symbolic_reshape_inside_the_function() -> None:
   def make(n: int, v: Variable) -> tuple[list[np.ndarray], list[Tensor]]:
     a = _arr(3, n)
