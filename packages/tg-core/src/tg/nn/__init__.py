@@ -3,11 +3,12 @@ Tensors; `tg.nn.state.get_parameters(model)` finds them."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, SupportsIndex, overload
 
 from tg.dtype import dtypes
 from tg.helpers import make_pair, prod
-from tg.nn import optim, state  # noqa: F401  # reachable as tg.nn.optim / tg.nn.state, as in tinygrad
+from tg.nn import optim, state  # reachable as tg.nn.optim / tg.nn.state, as in tinygrad
 from tg.tensor import Tensor
 
 
@@ -165,3 +166,55 @@ class Embedding:
     if dtypes.is_float(idx.dtype):
       raise TypeError(f"Embedding needs integer indices, not {idx.dtype}")
     return self.weight[idx]
+
+
+class Dropout:
+  """Zeroes each element with probability p and scales the rest by 1/(1-p), only inside `Tensor.train()`."""
+
+  def __init__(self, p: float = 0.5) -> None:
+    if not 0 <= p <= 1:
+      raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    self.p = p
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.dropout(self.p)
+
+
+class Sequential(list[Any]):
+  """Layers called in order, as torch.nn.Sequential: `Sequential(a, b)(x) == b(a(x))`. It is a list, so indexing,
+  len, iteration and append work, and get_state_dict names its tensors "0.weight", "2.bias" as torch does. Any
+  callable is a layer (`Tensor.relu` in place of torch's `nn.ReLU()`)."""
+
+  def __init__(self, *layers: Callable[[Tensor], Tensor]) -> None:
+    super().__init__(layers)
+
+  def __call__(self, x: Tensor) -> Tensor:
+    for layer in self:
+      x = layer(x)
+    return x
+
+  @overload
+  def __getitem__(self, i: SupportsIndex) -> Any: ...
+  @overload
+  def __getitem__(self, i: slice) -> Sequential: ...
+
+  def __getitem__(self, i: SupportsIndex | slice) -> Any:
+    return Sequential(*super().__getitem__(i)) if isinstance(i, slice) else super().__getitem__(i)
+
+
+class ModuleList(list[Any]):
+  """torch.nn.ModuleList's name for a plain list of layers. tg needs no wrapper: get_parameters and get_state_dict
+  walk plain lists (and tuples, dicts), naming a list attribute's tensors "layers.0.weight" as torch does; this class
+  exists so torch code that spells it keeps working."""
+
+  def __init__(self, modules: Iterable[Any] = ()) -> None:
+    super().__init__(modules)
+
+
+# layers in modules of their own; imported last, since they build on the layers above
+from tg.nn.attention import MultiheadAttention  # noqa: E402
+from tg.nn.recurrent import LSTM, LSTMCell  # noqa: E402
+
+__all__ = ["LSTM", "BatchNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
+           "Dropout", "Embedding", "GroupNorm", "InstanceNorm", "LSTMCell", "LayerNorm", "LayerNorm2d", "Linear", "ModuleList",
+           "MultiheadAttention", "RMSNorm", "Sequential", "optim", "state"]
