@@ -81,4 +81,7 @@ def tg_runtime(device: str) -> Callable[[str, bytes], Any] | None:  # type: igno
 
 @hookspec(firstresult=True)
 def tg_graph(device: str) -> type | None:  # type: ignore[empty-body]
-  """Optional: a class that replays a list of kernels at once for TinyJit. None: kernels run one by one."""
+  """Optional: a class that replays a batch of kernels at once for TinyJit, a subclass of ``tg.engine.jit.GraphRunner``
+  made as ``cls(jit_cache, input_replace)`` (two or more of a capture's ExecItems, and (item, buffer position) -> input
+  number) and called as a Runner, ``graph(bufs, var_vals)``: before each call TinyJit puts that call's input buffers
+  into the ExecItems, so the graph reads them there. None: kernels run one by one."""
