@@ -43,6 +43,14 @@ def _store_view(st: ShapeTracker) -> ShapeTracker | None:
   return st if v.mask is None and all(s == 1 or st_ != 0 for s, st_ in zip(v.shape, v.strides)) else None
 
 
+def _same_where_valid(read: ShapeTracker, written: ShapeTracker) -> bool:
+  """Whether a padded read of the target (`a + a.shrink(...).pad(...)`) reads, wherever it reads memory at all, the
+  element the kernel writes there (what the pad adds is a constant): safe in the kernel that writes it, as tinygrad allows."""
+  if len(read.views) != 1 or len(written.views) != 1 or (mask := read.views[0].mask) is None:
+    return False
+  return read.shrink(mask) == written.shrink(mask)
+
+
 def _reads_through_view(x: LazyBuffer, target: LazyBuffer) -> bool:
   """Whether the kernel computing x would read `target` other than element for element."""
   seen: set[int] = set()
@@ -53,7 +61,7 @@ def _reads_through_view(x: LazyBuffer, target: LazyBuffer) -> bool:
       continue
     seen.add(id(v))
     if v.base.buffer is target.base.buffer:  # the target, or an earlier assign into the same memory
-      if v.st != target.st:
+      if v.st != target.st and not _same_where_valid(v.st, target.st):
         return True
       continue
     if v.base.realized is None:

@@ -303,3 +303,23 @@ def test_setitem_at_a_bound_variable_offset() -> None:
     t.shrink(((v, v + 1), None)).assign(Tensor.full((1, 6), float(i + 1)).contiguous()).realize()
     n[i, :] = i + 1
   np.testing.assert_allclose(t.numpy(), n)
+
+
+def test_assign_of_a_reduction_is_one_kernel() -> None:
+  a = Tensor(rand(32, 32)).realize()
+  b = Tensor.full((32,), 1.0).contiguous().realize()
+  r = a.sum(axis=1)
+  b.assign(r + b)
+  assert kernels(lambda: b.realize()) == 1  # the reduction is computed in the assign's kernel, as in tinygrad
+  np.testing.assert_allclose(b.numpy(), a.numpy().sum(1) + 1, rtol=1e-5)
+  c = Tensor(rand(8)).realize()
+  ref = c.numpy() - c.numpy().mean()
+  c.assign(c - c.mean())  # the reduction reads the buffer the assign overwrites: computed first, in a kernel of its own
+  np.testing.assert_allclose(c.numpy(), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_assign_reading_the_target_through_a_padded_view_is_one_kernel() -> None:
+  a = Tensor.ones(4, 4).contiguous().realize()
+  a.assign(a + a.shrink((None, (0, 2))).pad((None, (0, 2)), 2))  # nothing else holds the old value: no copy of it
+  assert kernels(lambda: a.realize()) == 1
+  np.testing.assert_equal(a.numpy(), np.ones((4, 4)) + np.pad(np.ones((4, 2)), ((0, 0), (0, 2)), constant_values=2))

@@ -57,11 +57,30 @@ def _fusion_target(r: LazyBuffer, children: dict[LazyBuffer, list[tuple[LazyBuff
     if len(users) != 1:
       return None
     consumer, view = users[0]
+    if consumer.op is MetaOps.ASSIGN and consumer.arg is None and view is consumer.srcs[0] and view.st.contiguous and view.size == r.size:
+      # a whole assign of the reduction's value (b.assign(r + b)): one kernel, as in tinygrad, unless the reduction reads
+      # the buffer the assign overwrites (every output would read elements others already wrote)
+      return None if _reads_buffer(r, consumer.buffer) else consumer
     if not isinstance(consumer.op, (UnaryOps, BinaryOps, TernaryOps)) or not view.st.contiguous or view.size != r.size:
       return None
     if consumer in realize:
       return consumer
     x = consumer
+
+
+def _reads_buffer(r: LazyBuffer, buf: Buffer) -> bool:
+  """Whether computing `r` reads `buf` (through its unrealized graph)."""
+  stack, seen = [r], set()
+  while stack:
+    b = stack.pop().base
+    if id(b) in seen:
+      continue
+    seen.add(id(b))
+    if b.buffer is buf:
+      return True
+    if b.realized is None:
+      stack.extend(b.srcs)
+  return False
 
 
 # The graph walks below are module functions, not recursive closures: a closure that calls itself is a reference cycle,
