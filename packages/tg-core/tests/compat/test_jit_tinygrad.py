@@ -317,6 +317,18 @@ def test_changed_inputs_raise_an_error_that_is_an_assertion_error(change: str) -
   np.testing.assert_allclose(f(Tensor(x)).numpy(), x * 2, rtol=1e-6)  # and the jit goes on
 
 
+def test_the_capture_sets_the_inputs_replays_need() -> None:
+  """As tinygrad: call 1 (eager) may have other shapes than call 2, which captures; replays must match call 2."""
+  @TinyJit
+  def f(a: Tensor) -> Tensor:
+    return (a + 1).realize()
+  for n in (4, 5, 5, 5):
+    x = _arr(n)
+    np.testing.assert_allclose(f(Tensor(x)).numpy(), x + 1, rtol=1e-6)
+  with pytest.raises(JitInputError, match="inputs changed"):
+    f(Tensor(_arr(4)))
+
+
 # ---------- 6. symbolic sizes ----------
 
 def _check_symbolic(f: Callable[..., Tensor], make: Callable[[int, Variable], tuple[list[np.ndarray], list[Tensor]]],
