@@ -692,6 +692,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       raise ShapeError(f"shrink needs one (start, end) per axis: got {len(arg)} for {self.ndim} axes")
     narg = tuple((0, s) if a is None else a for a, s in zip(arg, self.shape))
     for (b, e), s in zip(narg, self.shape):
+      if any(isinstance(x, Node) and any(v.val is None for v in x.vars()) for x in (b, e, s)):
+        continue  # an unbound Variable: checked when it is bound (as tinygrad, which takes these shrinks)
       if not 0 <= _concrete(b) <= _concrete(e) <= _concrete(s):
         raise ShapeError(f"shrink {narg} is out of bounds for shape {self.shape}")
     return self if narg == tuple((0, s) for s in self.shape) else F.Shrink.apply(self, arg=narg)  # type: ignore[no-any-return]

@@ -57,6 +57,18 @@ def test_lt_ge_helpers_and_rendering() -> None:
   assert pickle.loads(pickle.dumps(x)) == x
 
 
+def test_shapetracker_var_vals_and_view_unbind() -> None:
+  from tg.shape.shapetracker import ShapeTracker
+  from tg.shape.view import View
+  x = Variable("x", 1, 100).bind(3)
+  st = ShapeTracker.from_shape((10, 10, 10)).shrink(((x, x + 3), (3, 7), (2, 5))).reshape((3 * 4 * 3,))
+  assert st.var_vals == {Variable("x", 1, 100): 3}
+  assert ShapeTracker.from_shape((3, 4)).var_vals == {}
+  view, vals = View.create(shape=(Variable("v", 1, 100).bind(3), 4)).unbind()
+  assert view == View.create(shape=(Variable("v", 1, 100), 4)) and vals == {Variable("v", 1, 100): 3}
+  assert Tensor.rand(3, 5).shrink(((0, 2), (Variable("i", 1, 5), Variable("i", 1, 5) + 1))).shape == (2, 1)  # unbound: taken
+
+
 # ---------- 2. tensor ops over symbolic sizes give the concrete results ----------
 
 def test_reshape_symbolic_to_bound_value() -> None:

@@ -64,6 +64,11 @@ class ShapeTracker:
           out |= x.vars()
     return out
 
+  @property
+  def var_vals(self) -> dict[Variable, int]:
+    """The bound Variables in this tracker, unbound, with their values (tinygrad's name)."""
+    return self.unbind()[1]
+
   def unbind(self) -> tuple[ShapeTracker, dict[Variable, int]]:
     """This tracker over unbound Variables, and the values the bound ones had: the kernel is compiled
     for the unbound form and run with the values."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tg.helpers import prod
-from tg.shape.symbolic import Node, NumNode, bound_value, is_sym, sint, smax, smin
+from tg.shape.symbolic import Node, NumNode, Variable, bound_value, is_sym, sint, smax, smin
 
 
 def _concrete(x: Any) -> bool:
@@ -107,6 +107,16 @@ class View:
 
   def size(self) -> sint:
     return prod(self.shape)
+
+  def vars(self) -> set[Variable]:
+    fields = (*self.shape, *self.strides, self.offset, *(sum(self.mask, ()) if self.mask is not None else ()))
+    return set().union(*[x.vars() for x in fields if isinstance(x, Node)])
+
+  def unbind(self) -> tuple[View, dict[Variable, int]]:
+    """This View over unbound Variables, and the values the bound ones had."""
+    from tg.shape.shapetracker import ShapeTracker
+    st, var_vals = ShapeTracker((self,)).unbind()
+    return st.views[0], var_vals
 
   # ---------- movement ops ----------
   def permute(self, axis: tuple[int, ...]) -> View:
