@@ -32,6 +32,12 @@ def _stage(x: Tensor) -> Tensor:
   return _Stage.apply(x)  # type: ignore[no-any-return]
 
 
+# Axes up to this length sort and scan in one pass that compares every pair (O(n^2) work, a few kernels); longer ones
+# use the log-depth networks (O(n log^2 n) or O(n log n) work, but one realized kernel per step). Short axes are the
+# common case (a top-k over a few hundred logits), where launching dozens of kernels costs more than the n^2 compares.
+NETWORK_ABOVE = 128
+
+
 def _zero(dt: DType) -> Any:
   """The zero constant of `dt` as the Python type `where` keeps `dt` with."""
   return False if dt == dtypes.bool else (0.0 if dtypes.is_float(dt) else 0)
@@ -209,9 +215,10 @@ class SelectMixin:
   def sort(self: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
     """(values, indices) sorted along `dim`. Always stable (equal values keep their order); NaN sorts as the largest.
 
-    A bitonic sorting network over the axis padded to a power of two N: log2(N)*(log2(N)+1)/2 compare-exchange
-    stages, each a where between the tensor and a flipped view of it (its partners), realized so the next stage
-    reads a buffer instead of recomputing the whole network."""
+    An axis of n <= NETWORK_ABOVE: each element's rank is the count of elements that go before it, and the values
+    are picked by rank (one-hot). Longer: a bitonic sorting network over the axis padded to a power of two N,
+    log2(N)*(log2(N)+1)/2 compare-exchange stages, each a where between the tensor and a flipped view of it (its
+    partners), realized so the next stage reads a buffer instead of recomputing the whole network."""
     from tg.tensor import Tensor, _concrete, _index_dtype
     d = self._dim(dim)
     n = _concrete(self.shape[d]) if self.ndim else 1
@@ -219,10 +226,25 @@ class SelectMixin:
     if n <= 1 or _concrete(self.numel()) == 0:
       return self, Tensor.zeros(self.shape, dtype=idt, device=self.device)
     x = self.movedim(d, -1)
-    pre = x.shape[:-1]
     key = x.cast(dtypes.int32) if x.dtype == dtypes.bool else x  # bools compare as ints
+    values, idx = key._sort_by_rank(descending, idt) if n <= NETWORK_ABOVE else key._sort_network(descending, idt)
+    return values.cast(self.dtype).movedim(-1, d), idx.movedim(-1, d)
+
+  def _sort_by_rank(self: Tensor, descending: bool, idt: DType) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
+    from tg.tensor import Tensor, _concrete
+    n = _concrete(self.shape[-1])
+    ar = Tensor.arange(n, device=self.device, dtype=idt)
+    before = _after(self.unsqueeze(-1), ar.reshape(n, 1), self.unsqueeze(-2), ar.reshape(1, n), n, descending)
+    rank = before.sum(-1, acc_dtype=idt)  # (..., n): where element i goes
+    at = rank.unsqueeze(-2) == ar.reshape(n, 1)  # (..., r, i): element i goes to place r
+    values = at.where(self.unsqueeze(-2), _zero(self.dtype)).sum(-1).cast(self.dtype)
+    return values, at.where(ar, 0).sum(-1, acc_dtype=idt)
+
+  def _sort_network(self: Tensor, descending: bool, idt: DType) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
+    from tg.tensor import Tensor, _concrete
+    n, pre = _concrete(self.shape[-1]), self.shape[:-1]
     big = 1 << (n - 1).bit_length()
-    key = key.pad(tuple([None] * len(pre) + [(0, big - n)]))
+    key = self.pad(tuple([None] * len(pre) + [(0, big - n)]))
     idx = Tensor.arange(big, device=self.device, dtype=idt).reshape((1,) * len(pre) + (big,)).expand(pre + (big,))
     is_high = Tensor.arange(2, device=self.device).reshape(2, 1) == 1  # the second half of each pair
     size = 2
@@ -240,8 +262,7 @@ class SelectMixin:
         half //= 2
       size *= 2
     keep = tuple([None] * len(pre) + [(0, n)])
-    values = key.shrink(keep).cast(self.dtype).movedim(-1, d)
-    return values, idx.shrink(keep).movedim(-1, d)
+    return key.shrink(keep), idx.shrink(keep)
 
   def argsort(self: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:  # type: ignore[misc]
     return self.sort(dim, descending, stable)[1]
@@ -276,17 +297,28 @@ class SelectMixin:
     lead: list[Any] = [None] * (self.ndim - 1)
     return self.shrink(lead + [(0, n - s)]).pad(lead + [(s, 0)], value=fill)
 
+  def _prefix_windows(self: Tensor, fill: Any) -> Tensor:  # type: ignore[misc]
+    """(..., n) -> (..., n, n): row i holds x[i-n+1 .. i] along the last axis, `fill` before the start."""
+    from tg.tensor import _concrete
+    n = _concrete(self.shape[-1])
+    return self.pad(tuple([None] * (self.ndim - 1) + [(n - 1, 0)]), value=fill)._pool((n,))
+
   def cumprod(self: Tensor, dim: int, dtype: DType | None = None) -> Tensor:  # type: ignore[misc]
     """Running product along `dim`. Ints and bools multiply in int64 as torch (int32 where the device has no int64).
 
-    Each of the log2(n) steps multiplies by the running product 2^k back; products of elements, never divisions,
-    so zeros have the exact gradient."""
+    A short axis multiplies each prefix window; a long one takes log2(n) steps, each multiplying by the running
+    product 2^k back. Products of elements, never divisions, so zeros have the exact gradient."""
     from tg.dtype import to_dtype
+    from tg.tensor import _concrete
     d = self._dim(dim)
     x = self.cast(to_dtype(dtype)) if dtype is not None else self if dtypes.is_float(self.dtype) else self.cast(self._int_acc())
     if self.ndim == 0:
       return x
     x = x.movedim(d, -1)
+    if _concrete(x.shape[-1]) == 0:
+      return x.movedim(-1, d)
+    if _concrete(x.shape[-1]) <= NETWORK_ABOVE:  # the product of each prefix window, in one kernel
+      return x._prefix_windows(1).prod(-1).cast(x.dtype).movedim(-1, d)
     for s in x._scan_steps():
       x = _stage(x * x._shift_last(s, 1))
     return x.movedim(-1, d)
@@ -297,12 +329,22 @@ class SelectMixin:
     d = self._dim(dim)
     n = _concrete(self.shape[d]) if self.ndim else 1
     idt = _index_dtype(n, self.device)
-    if self.ndim == 0:
-      return self, Tensor.zeros((), dtype=idt, device=self.device)
+    if self.ndim == 0 or n == 0:
+      return self, Tensor.zeros(self.shape, dtype=idt, device=self.device)
     x = self.movedim(d, -1)
     x = x.cast(dtypes.int32) if x.dtype == dtypes.bool else x
-    idx = Tensor.arange(n, device=self.device, dtype=idt).reshape((1,) * (x.ndim - 1) + (n,)).expand(x.shape)
     fill = dtypes.min(x.dtype) if largest else dtypes.max(x.dtype)  # loses to everything
+    if n <= NETWORK_ABOVE:
+      # the last position in each prefix holding its extreme; the values are picked there, so the gradient goes
+      # to that one element (as torch's), not split between equal ones as max()'s would be
+      ar = Tensor.arange(n, device=self.device, dtype=idt)
+      w, pos = x.detach()._prefix_windows(fill), ar._prefix_windows(-1)
+      ext = (w.max(-1) if largest else w.min(-1)).unsqueeze(-1)
+      hit = (w == ext) | (w.isnan() & ext.isnan()) if dtypes.is_float(x.dtype) else w == ext
+      idx = hit.where(pos, -1).max(-1)
+      values = (idx.unsqueeze(-1) == ar).where(x.unsqueeze(-2), _zero(x.dtype)).sum(-1).cast(x.dtype)
+      return values.cast(self.dtype).movedim(-1, d), idx.movedim(-1, d)
+    idx = Tensor.arange(n, device=self.device, dtype=idt).reshape((1,) * (x.ndim - 1) + (n,)).expand(x.shape)
     for s in x._scan_steps():
       px, pi = x._shift_last(s, fill), idx._shift_last(s, 0)
       better = (px > x) if largest else (px < x)  # the earlier one wins only if strictly better
@@ -365,6 +407,8 @@ class SelectMixin:
       return self.scatter_reduce(dim, index, src if isinstance(src, Tensor) else Tensor.full(index.shape, src, dtype=self.dtype, device=self.device),
                                  "sum" if reduce == "add" else "prod")
     d, hot, s = self._scatter_parts(dim, index, src, "scatter")
+    if _concrete(index.numel()) == 0:
+      return self
     if self.ndim == 0:
       return hot.reshape(()).where(s, self)
     # keep only the last write to each position: its index along d is the largest among the writes
@@ -386,8 +430,11 @@ class SelectMixin:
     The integer mean rounds down, as torch's."""
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
       raise TgArgumentError(f"scatter_reduce: reduce must be sum, prod, mean, amax or amin, got {reduce!r}")
+    from tg.tensor import _concrete
     d, hot, s = self._scatter_parts(dim, index, src, "scatter_reduce")
     dt = self.dtype
+    if _concrete(index.numel()) == 0:
+      return self
     if self.ndim == 0:
       hot, s = hot.reshape(1, 1), s.reshape(1)
     sv = s.unsqueeze(-1)
@@ -456,7 +503,47 @@ class SelectMixin:
       v = Tensor.full((), value, device=self.device).cast(self.dtype)
     return mask.cast(dtypes.bool).where(v, self)
 
+  # in place, as torch's trailing-underscore methods: the result is assigned to this tensor
+  def scatter_(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:  # type: ignore[misc]
+    return self.assign(self.scatter(*args, **kwargs))
+
+  def scatter_add_(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:  # type: ignore[misc]
+    return self.assign(self.scatter_add(*args, **kwargs))
+
+  def scatter_reduce_(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:  # type: ignore[misc]
+    return self.assign(self.scatter_reduce(*args, **kwargs))
+
+  def index_add_(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:  # type: ignore[misc]
+    return self.assign(self.index_add(*args, **kwargs))
+
+  def masked_fill_(self: Tensor, mask: Tensor, value: Tensor | Any) -> Tensor:  # type: ignore[misc]
+    return self.assign(SelectMixin.masked_fill(self, mask, value)._broadcast_to(self.shape))
+
   # ---------- counting and searching ----------
+  def nonzero(self: Tensor, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:  # type: ignore[misc]
+    """The indices of the non-zero elements (NaN counts) in row-major order: (count, ndim), or one (count,) tensor per
+    axis with as_tuple=True (torch.nonzero). The count depends on the data, so it is read back once (a sync: not
+    jittable). The k-th non-zero is found by comparing the running count with k: O(count * numel) work."""
+    from tg.tensor import Tensor, _concrete
+    n, idt = _concrete(self.numel()), dtypes.int32
+    if n == 0:
+      return tuple(Tensor.zeros(0, dtype=idt, device=self.device) for _ in range(self.ndim)) if as_tuple else \
+        Tensor.zeros(0, self.ndim, dtype=idt, device=self.device)
+    flat = (self != _zero(self.dtype)).reshape(n)
+    count = int(flat.sum().item())
+    rank = flat.cast(idt).cumsum(0) - 1
+    hot = flat & (rank == Tensor.arange(count, device=self.device, dtype=idt).reshape(count, 1))  # (count, n)
+    pos = hot.where(Tensor.arange(n, device=self.device, dtype=idt), 0).sum(1, acc_dtype=idt)  # flat index of each
+    cols, stride = [], 1
+    for k, s in enumerate(reversed(self.shape)):
+      c = pos.idiv(stride) if stride > 1 else pos
+      cols.append(c % _concrete(s) if k < self.ndim - 1 else c)
+      stride *= _concrete(s)
+    cols = cols[::-1]
+    if as_tuple:
+      return tuple(cols) if cols else (Tensor.zeros(count, dtype=idt, device=self.device),)
+    return Tensor.stack(cols, dim=1) if cols else Tensor.zeros(count, 0, dtype=idt, device=self.device)
+
   def bincount(self: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:  # type: ignore[misc]
     """How often each value 0..max occurs in a 1-d tensor of non-negative ints (the sum of `weights` there).
 
