@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tg.dtype import dtypes
 from tg.errors import IndexShapeError, ShapeError
-from tg.shape.symbolic import sint
+from tg.shape.symbolic import Node, sint
 
 if TYPE_CHECKING:
   from tg.tensor import Tensor
@@ -50,7 +50,7 @@ def _split_indices(indices: Any) -> tuple[Any, ...]:
 def _basic_index(indices: Any) -> bool:
   """Whether `indices` only slices (ints, slices of ints or sizes, None, Ellipsis): the selection is a view."""
   items = indices if isinstance(indices, tuple) else (indices,)
-  return all(i is None or i is Ellipsis or (isinstance(i, (int, slice)) and not isinstance(i, bool)) for i in items)
+  return all(i is None or i is Ellipsis or (isinstance(i, (int, slice, Node)) and not isinstance(i, bool)) for i in items)
 
 
 def _writable_target(t: Tensor, indices: Any) -> Tensor | None:
@@ -107,6 +107,14 @@ class IndexingMixin:
         if idx != slice(None):
           raise NotImplementedError(f"indexing the symbolic axis {dim} ({size}) with {idx}: use shrink")
         new_shape.append(size)
+        dim += 1
+        continue
+      if isinstance(idx, Node) or (isinstance(idx, slice) and idx.step in (None, 1) and (isinstance(idx.start, Node) or isinstance(idx.stop, Node))):
+        # a bound Variable as an index or slice bound (cache[:, start_pos:start_pos+1]): a shrink, symbolic as tinygrad's
+        lo, hi = (idx, idx + 1) if isinstance(idx, Node) else (0 if idx.start is None else idx.start, size if idx.stop is None else idx.stop)
+        x = x.shrink(tuple((lo, hi) if d == dim else None for d in range(x.ndim)))
+        if not isinstance(idx, Node):
+          new_shape.append(x.shape[dim])
         dim += 1
         continue
       if isinstance(idx, bool) or not isinstance(idx, (int, slice)):
