@@ -21,7 +21,9 @@ def _grad_ref(shape, idx, w):
 def _as_tg_index(idx, kind):
   """The numpy index with its integer arrays as lists, numpy arrays, or int32/int64 Tensors."""
   if not isinstance(idx, tuple):
-    return _as_tg_index((idx,), kind)[0]
+    # as a 1-tuple: a whole index that is a list of lists is a tuple of indices to tinygrad 0.9.1 and torch (numpy reads
+    # one index array), while (list,) is one index array to all of them
+    return _as_tg_index((idx,), kind)
   out = []
   for i in idx:
     if isinstance(i, np.ndarray):

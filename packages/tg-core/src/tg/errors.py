@@ -3,11 +3,11 @@
 PyTorch raises RuntimeError (or IndexError for an axis out of range) for a shape that doesn't fit; Python code
 expects ValueError or TypeError. Each class here is both, so `except RuntimeError` written for torch and
 `except ValueError` written for Python catch the same error, and tg's message says what was wrong and what was
-expected. tinygrad's tests expect AssertionError for some checks (a TinyJit input whose shape changed): those errors
-subclass AssertionError as well, where they are raised.
+expected. tinygrad asserts some checks and its programs and tests catch AssertionError (a matmul, reshape, einsum or
+gather whose shapes don't fit; a TinyJit input whose shape changed): those errors subclass AssertionError as well.
 
   TgArgumentError(ValueError, RuntimeError)    an argument's value is wrong (a negative size, an unknown mode)
-    ShapeError                                 shapes don't fit (matmul, reshape, broadcast, cat, gather)
+    ShapeError(.., AssertionError)             shapes don't fit (matmul, reshape, broadcast, cat, gather, einsum)
       IndexShapeError(ShapeError, IndexError)  index tensors of t[...] whose shapes don't broadcast (torch: IndexError)
   AxisError(IndexError, RuntimeError)          an axis out of range, or repeated where each must be distinct
   DTypeError(TypeError, RuntimeError)          an op given a dtype it doesn't take (a bitwise op on floats)
@@ -22,8 +22,8 @@ class TgArgumentError(ValueError, RuntimeError):
   """An argument's value is wrong."""
 
 
-class ShapeError(TgArgumentError):
-  """Shapes that don't fit together."""
+class ShapeError(TgArgumentError, AssertionError):
+  """Shapes that don't fit together (also an AssertionError: tinygrad asserts these)."""
 
 
 class IndexShapeError(ShapeError, IndexError):

@@ -61,6 +61,15 @@ class ContiguousBackward(Function):
   def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.contiguous()
 
 
+class Copy(Function):
+  """A copy to another device; the gradient is copied back to the source's device."""
+  def forward(self, x: LazyBuffer, device: str) -> LazyBuffer:
+    self.src_device = x.device
+    return x.copy_to_device(device)
+
+  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.copy_to_device(self.src_device)
+
+
 class Cast(Function):
   def forward(self, x: LazyBuffer, dtype: DType, bitcast: bool = False) -> LazyBuffer:
     self.input_dtype, self.bitcast = x.dtype, bitcast

@@ -56,6 +56,25 @@ def _broadcast_shape(*shapes: tuple[sint, ...]) -> tuple[sint, ...]:
   return tuple(out)
 
 
+def _host_array(data: Any, dtype: DType | None) -> Any:
+  """A list or tuple (of numbers, lists, or numpy arrays) as a numpy array of `dtype`, or of the dtype tinygrad gives it."""
+  import numpy as np
+  if dtype is None:
+    try:
+      dtype = dtypes.from_py(data)
+    except TypeError:  # numpy arrays inside: their kind, at tg's default widths
+      kind = np.array(data).dtype
+      dtype = dtypes.bool if kind == np.bool_ else dtypes.default_int if np.issubdtype(kind, np.integer) else dtypes.default_float
+  npdt = np.float32 if dtype == dtypes.bfloat16 else dtype.np
+  try:
+    return np.array(data, dtype=npdt)
+  except OverflowError:  # an int past the dtype's range wraps around, as a C cast (and tinygrad) does
+    try:
+      return np.array(data, dtype=np.int64).astype(npdt)
+    except OverflowError:
+      return np.array(data, dtype=np.uint64).astype(npdt)
+
+
 def _from_host(data: Any, dtype: DType | None, device: str) -> LazyBuffer:
   """Copy host data (a list, numpy array or bytes) into a new buffer on `device`."""
   import numpy as np
@@ -64,7 +83,7 @@ def _from_host(data: Any, dtype: DType | None, device: str) -> LazyBuffer:
   elif isinstance(data, np.ndarray):
     arr = data
   else:
-    arr = np.array(data, dtype=(dtype or dtypes.from_py(data)).np if dtype != dtypes.bfloat16 else np.float32)
+    arr = _host_array(data, dtype)
   if arr.dtype == object:
     raise TypeError(f"can't make a Tensor from {type(data).__name__} of mixed or non-numeric values")
   target = dtype or dtypes.from_np(arr.dtype)
@@ -245,7 +264,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     device = Device.canonicalize(device)
     if device == self.device:
       return self
-    ret = Tensor(self.lazydata.copy_to_device(device), device, requires_grad=self.requires_grad)
+    # a Function, so the gradient flows back across the copy (to this tensor's device)
+    ret: Tensor = F.Copy.apply(self, device=device)
     if self.grad is not None:
       ret.grad = self.grad.to(device)
     return ret
@@ -592,7 +612,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
         if g is None or not t.requires_grad:
           continue
         assert g.shape == t.shape, f"gradient shape {g.shape} != {t.shape} in {type(t0._ctx).__name__}"
-        gt = Tensor(g, device=self.device, requires_grad=False)
+        gt = Tensor(g, device=t.device, requires_grad=False)
         t.grad = gt if t.grad is None else (t.grad + gt)
       t0._ctx = None
     return self
@@ -1193,7 +1213,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return (sq / max(0, n - correction)).cast(self._out_float())
 
   def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
-    return self.var(axis, keepdim, correction).sqrt()
+    """sqrt(var), with torch's gradient where the deviation is 0: 0, not sqrt's inf times 0 (nan stays nan)."""
+    v = self.var(axis, keepdim, correction)
+    zero = v == 0
+    return zero.where(0.0, zero.where(1.0, v).sqrt())
 
   def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     """Product over `axis`: ints and bools to int64 as sum; half floats multiply in float32 and are cast back."""
@@ -1261,7 +1284,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     lhs, _, out = formula.partition("->")
     inputs = lhs.split(",")
     if len(inputs) != len(ops):
-      raise TgArgumentError(f"einsum {formula!r} names {len(inputs)} operands, got {len(ops)}")
+      raise ShapeError(f"einsum {formula!r} names {len(inputs)} operands, got {len(ops)}")
     if "->" not in formula:
       out = "".join(sorted(c for c in set(lhs) if c.isalpha() and lhs.count(c) == 1))
     sizes: dict[str, sint] = {}

@@ -7,6 +7,7 @@ and elementwise ops only.
 """
 from __future__ import annotations
 
+import numbers
 from typing import TYPE_CHECKING, Any
 
 from tg.dtype import dtypes
@@ -40,7 +41,7 @@ def _as_index_tensor(idx: Any, device: str) -> Tensor | None:
 def _split_indices(indices: Any) -> tuple[Any, ...]:
   """The indices of t[indices], one per position, as tinygrad 0.9.1 (and torch) read them: a list of ints is one index
   tensor; any other list or tuple holds one index per axis, in which an inner list or tuple is an index tensor."""
-  if isinstance(indices, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
+  if isinstance(indices, list) and all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in indices):  # numpy ints too
     return (indices,)
   if isinstance(indices, (list, tuple)):
     return tuple(list(i) if isinstance(i, tuple) else i for i in indices)
@@ -117,6 +118,8 @@ class IndexingMixin:
           new_shape.append(x.shape[dim])
         dim += 1
         continue
+      if isinstance(idx, float):  # a number of the wrong kind: IndexError, as torch and tinygrad
+        raise IndexError(f"bad index {idx!r}: use ints, slices, None, ..., or integer tensors")
       if isinstance(idx, bool) or not isinstance(idx, (int, slice)):
         raise TypeError(f"bad index {idx!r}: use ints, slices, None, ..., or integer tensors")
       if isinstance(idx, int):

@@ -121,6 +121,7 @@ _X = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
   ("int_and_list", lambda T: (1, [0, 3])),
   ("ellipsis_list", lambda T: (Ellipsis, [0, 4])),
   ("numpy_index", lambda T: (np.array([2, 0]),)),
+  ("numpy_ints_list", lambda T: [np.int64(2), np.int32(0)]),
   ("tensor_scalar", lambda T: (T(1),)),
 ])
 def test_fancy_indexing(name, idx):
@@ -153,6 +154,18 @@ def test_var_std_small_n(fn, x, kw):
   ref = getattr(torch.tensor(x), fn)(**tkw)
   got = getattr(Tensor(x), fn)(**kw)
   _check(got, ref)
+
+
+@pytest.mark.parametrize("correction", [0, 1, 5])
+def test_std_grad_where_the_deviation_is_zero(correction):
+  # torch: std's gradient is 0 where std is 0 (not sqrt's inf times 0), nan where it is nan (tinygrad's test_std_one_in_axis)
+  x = np.random.default_rng(0).uniform(-2, 2, size=(1, 2, 3, 1, 5)).astype(np.float32)
+  tx, gx = torch.tensor(x, requires_grad=True), Tensor(x, requires_grad=True)
+  rt, rg = tx.std(dim=(0, 3), correction=correction), gx.std(axis=(0, 3), correction=correction)
+  np.testing.assert_array_equal(rg.numpy(), rt.detach().numpy())
+  (rt + 1).square().mean().backward()
+  (rg + 1).square().mean().backward()
+  np.testing.assert_array_equal(gx.grad.numpy(), tx.grad.numpy())
 
 
 def test_std_length1_axis_grad_is_nan():
@@ -255,6 +268,20 @@ def test_to_in_place():
   assert x.to_(dev) is None  # as tinygrad: in place, returns nothing
   assert x.device == dev and x.numpy().tolist() == [1.0, 2.0]
   assert x.grad.numpy().tolist() == [3.0, 4.0]
+
+
+def test_to_keeps_the_gradient_graph():
+  # tinygrad's TestMoveTensor.test_to_grad: the gradient flows back across a copy to another device
+  from tg import Device
+  d0, d1 = f"{Device.DEFAULT}:0", f"{Device.DEFAULT}:1"
+  x = Tensor.eye(3, requires_grad=True, device=d0)
+  y = Tensor([[2.0, 0, -2.0]], requires_grad=True, device=d0)
+  z = y.matmul(x).to(d1).sum()
+  assert z.device == Device.canonicalize(d1)
+  z.backward()
+  np.testing.assert_array_equal(x.grad.numpy(), [[2, 2, 2], [0, 0, 0], [-2, -2, -2]])
+  assert x.grad.device == x.device and y.grad.device == y.device
+  assert Tensor([1.0], requires_grad=None).to(d1).requires_grad is None
 
 
 def test_contiguous_backward():
@@ -367,6 +394,8 @@ def test_error_classes(name, fn, cls):
   pythonic = {ShapeError: ValueError, TgArgumentError: ValueError, AxisError: IndexError, DTypeError: TypeError}[cls]
   assert isinstance(info.value, pythonic)
   assert str(info.value)
+  if cls is ShapeError:
+    assert isinstance(info.value, AssertionError), "tinygrad asserts shapes: its programs catch AssertionError"
 
 
 def test_index_broadcast_error_is_also_index_error():
@@ -381,3 +410,14 @@ def test_where_on_a_constant_condition_reads_the_right_buffer():
   x, y = Tensor([1.0, 2.0, 3.0]).realize(), Tensor([10.0, 20.0, 30.0]).realize()
   np.testing.assert_array_equal(Tensor.full((3,), False).where(x, y).numpy(), np.array([10.0, 20.0, 30.0], dtype=np.float32))
   np.testing.assert_array_equal(Tensor.full((3,), True).where(x, y).numpy(), np.array([1.0, 2.0, 3.0], dtype=np.float32))
+
+
+def test_tensor_from_lists_of_arrays_and_wrapping_ints():
+  # tinygrad's test_tensor_list_ndarray and test_tensor_list_special_values
+  data = [np.array([1, 2, 3]), np.array([1, 2, 3])]
+  np.testing.assert_equal(Tensor(data).numpy(), np.array(data))
+  np.testing.assert_equal(Tensor([np.array(1.0), np.array(2.0)]).numpy(), np.array([1.0, 2.0]))
+  ints = [1 << 33, 1 << 32, (1 << 31) + 5, 1]
+  ints = ints + [-x for x in ints]
+  np.testing.assert_equal(Tensor(ints, dtype=dtypes.uint32).numpy(), np.array(ints).astype(np.uint32))
+  np.testing.assert_equal(Tensor(ints, dtype=dtypes.int32).numpy(), np.array(ints).astype(np.int32))
