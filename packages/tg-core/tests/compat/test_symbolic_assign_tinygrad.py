@@ -341,3 +341,29 @@ def test_assign_reading_the_target_through_a_padded_view_is_one_kernel() -> None
   a.assign(a + a.shrink((None, (0, 2))).pad((None, (0, 2)), 2))  # nothing else holds the old value: no copy of it
   assert kernels(lambda: a.realize()) == 1
   np.testing.assert_equal(a.numpy(), np.ones((4, 4)) + np.pad(np.ones((4, 2)), ((0, 0), (0, 2)), constant_values=2))
+
+
+def test_setitem_views_alias_computed_values_keep_the_old() -> None:
+  # views of the buffer (and the tensor itself) see the write, as in tinygrad and torch; a value computed lazily from
+  # the old contents before the write keeps meaning what it meant (torch computes it eagerly), at the cost of one copy
+  rng2 = np.random.default_rng(1)
+  t = Tensor.zeros(6, 7).contiguous().realize()
+  n = np.zeros((6, 7), np.float32)
+  alias = t.reshape(42)
+  for it in range(16):
+    a, b = sorted(rng2.integers(0, 7, 2))
+    c, d = sorted(rng2.integers(0, 8, 2))
+    sl = (slice(a, b), slice(c, d, 2)) if it % 2 else (slice(b, a, -1), slice(d, c, -1))
+    if n[sl].size == 0:
+      continue
+    v = rng2.standard_normal(n[sl].shape).astype(np.float32)
+    doubled, before = t * 2, n.copy()
+    if it % 3 == 0:
+      t[sl] += Tensor(v)
+      n[sl] += v
+    else:
+      t[sl] = Tensor(v)
+      n[sl] = v
+    np.testing.assert_allclose(doubled.numpy(), 2 * before, rtol=1e-6)
+    np.testing.assert_allclose(t.numpy(), n, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(alias.numpy(), n.reshape(42), rtol=1e-5, atol=1e-6)

@@ -355,9 +355,7 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   # reading a nested reduction means waiting for the kernel that computes it
   reads = {b: {nested.get(r, r) for r in rs} for b, rs in reads.items()}
   schedule = _order(items, reads)
-  # an assign into a view writes part of a buffer that others hold as theirs: in place for all of them, as in tinygrad and
-  # torch (a KV cache written at start_pos is read through the cache tensor), so only whole assigns keep the old value
-  olds = [(items[a], weakref.ref(a.srcs[1].base)) for a in items if a.op is MetaOps.ASSIGN and a.arg is None]
+  olds = [(items[a], weakref.ref(a.srcs[1].base)) for a in items if a.op is MetaOps.ASSIGN]
   if found is not None:
     position = {id(si): p for p, si in enumerate(schedule)}
     schedule_cache.record(found[0], found[1], [(si.ast, si.bufs, si.var_vals) for si in schedule], bases,
@@ -400,11 +398,30 @@ def _keep_old_values(work: pending.PendingWork, olds: list[tuple[ScheduleItem, w
   for si, ref in olds:
     if (old := ref()) is None:
       continue  # nobody can ask for the old value any more
+    readers: list[LazyBuffer] = []
+    if _writes_part(si, old):
+      # an assign into a view (t[1:3] = v, a KV cache at start_pos) writes a buffer others hold as theirs: as in tinygrad and
+      # torch, the tensors over it and their views see the write; only values computed from the old one keep it
+      if not (readers := [r for r in old.readers if r._base is None and r.op is not None and r.op is not MetaOps.ASSIGN]):
+        continue
     keep = Buffer(old.buffer.device, old.buffer.size, old.buffer.dtype)
     work.add(ScheduleItem(LazyOp(MetaOps.COPY, (), keep.nbytes), (keep, old.buffer)), before=si)
-    old.set_buffer(keep)
-    del old
+    if not readers:
+      old.set_buffer(keep)
+    else:
+      kept = LazyBuffer.from_buffer(keep, old.shape)
+      for r in readers:
+        r.srcs = tuple(s if s.base is not old else kept if s is old else LazyBuffer(s.device, s.st, s.dtype, base=kept) for s in r.srcs)
+        kept.readers.add(r)
+    del old, readers
   return list(work.items)  # type: ignore[arg-type]  # create_schedule's PendingWork holds only ScheduleItems
+
+
+def _writes_part(si: ScheduleItem, old: LazyBuffer) -> bool:
+  """Whether the assign `si` writes only part of (or not in order) the buffer of `old`, its target."""
+  store = si.ast.src[0] if si.ast.op is MetaOps.SINK else si.ast
+  st = store.arg.st
+  return not (st.contiguous and st.size == old.st.size)
 
 
 def _visit_deps(b: LazyBuffer, path: set[LazyBuffer], deps: dict[LazyBuffer, set[LazyBuffer]], rank: dict[LazyBuffer, int],
