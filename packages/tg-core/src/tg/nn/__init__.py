@@ -186,6 +186,9 @@ class Sequential(list[Any]):
   callable is a layer (`Tensor.relu` in place of torch's `nn.ReLU()`)."""
 
   def __init__(self, *layers: Callable[[Tensor], Tensor]) -> None:
+    if len(layers) == 1 and isinstance(layers[0], dict):  # torch's Sequential(OrderedDict(...)) names its layers by key
+      raise TypeError("tg's Sequential takes layers, not a dict of named layers: give them as positional arguments, or keep "
+                      "them as attributes of a plain object to name them")
     super().__init__(layers)
 
   def __call__(self, x: Tensor) -> Tensor:
