@@ -146,6 +146,34 @@ class SelectMixin:
     # element i of the diagonal is (c + 1) * i past its first element in the flattened matrix
     return self.flatten()[start:start + (length - 1) * (c + 1) + 1:c + 1]
 
+  def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:  # type: ignore[misc]
+    """The `offset`-th diagonal of the planes (dim1, dim2), as a last axis (torch.diagonal); a view, no copy."""
+    from tg.tensor import _concrete
+    a, b = self._dim(dim1), self._dim(dim2)
+    if self.ndim < 2 or a == b:
+      raise AxisError(f"diagonal needs two distinct dims of a tensor of at least 2 dims, got {dim1} and {dim2} for shape {self.shape}")
+    x = self.movedim((a, b), (-2, -1))
+    r, c = _concrete(x.shape[-2]), _concrete(x.shape[-1])
+    start, length = (offset, min(r, c - offset)) if offset >= 0 else (-offset * c, min(r + offset, c))
+    flat = x.flatten(-2)
+    if length <= 0:
+      return flat.shrink(tuple([None] * (flat.ndim - 1) + [(0, 0)]))
+    return flat[..., start:start + (length - 1) * (c + 1) + 1:c + 1]
+
+  def repeat_interleave(self: Tensor, repeats: int, dim: int | None = None) -> Tensor:  # type: ignore[misc]
+    """Each element `repeats` times in a row along `dim` (the flattened tensor without one), as torch's with an int
+    count; a tensor of per-element counts would give a shape that depends on the data, and is refused."""
+    if not isinstance(repeats, int) or isinstance(repeats, bool):
+      raise TgArgumentError(f"repeat_interleave takes an int count, got {type(repeats).__name__} (per-element counts make a data-dependent shape)")
+    if repeats < 0:
+      raise TgArgumentError(f"repeat_interleave: repeats must be non-negative, got {repeats}")
+    x = self.flatten() if dim is None else self
+    d = 0 if dim is None else self._dim(dim)
+    if x.ndim == 0:
+      x = x.reshape(1)
+    x = x.unsqueeze(d + 1)
+    return x.expand(x.shape[:d + 1] + (repeats,) + x.shape[d + 2:]).flatten(d, d + 1)
+
   def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:  # type: ignore[misc]
     """Every window of `size` elements along `dimension`, `step` apart: that axis becomes the window count, and a
     last axis of `size` is added (torch.Tensor.unfold)."""

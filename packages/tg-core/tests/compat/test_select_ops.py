@@ -249,6 +249,18 @@ def test_diag():
     Tensor.zeros(2, 2, 2).diag()
 
 
+def test_diagonal_and_repeat_interleave():
+  x = _rand(2, 3, 4)
+  for off, d1, d2 in [(0, 0, 1), (1, -1, 1), (-1, 2, 0), (5, 1, 2)]:
+    _grads(lambda t: t.diagonal(off, d1, d2), lambda t: torch.diagonal(t, off, d1, d2), x)
+  for reps, dim in [(2, 1), (3, -1), (2, None), (0, 0)]:
+    _grads(lambda t: t.repeat_interleave(reps, dim), lambda t: t.repeat_interleave(reps, dim), x)
+  with pytest.raises(AxisError):
+    Tensor(x).diagonal(0, 1, -2)
+  with pytest.raises(TgArgumentError):
+    Tensor(x).repeat_interleave(Tensor([1, 2]))
+
+
 def test_tril_triu_offsets():
   for fn in ("tril", "triu"):
     for k in (-1, 2):
