@@ -1,4 +1,4 @@
-"""Indexing: `t[...]` with ints, slices, None, Ellipsis and tensors; `t[...] = v`; gather; masked_fill.
+"""Indexing: `t[...]` with ints, slices, None, Ellipsis and tensors; `t[...] = v`; gather (masked_fill is in tensor_select).
 
 Basic indices are movement ops (shrink, flip, reshape), so they cost nothing. Tensor (advanced) indices
 select with one-hot masks that are summed over: `x[idx]` is sum_j where(idx == j, x[j], 0). That is
@@ -218,6 +218,3 @@ class IndexingMixin:
     hot = index.unsqueeze(-1) == Tensor.arange(n, device=self.device)
     out = hot.where(x, 0.0 if dtypes.is_float(self.dtype) else 0).sum(-1)
     return out.cast(self.dtype) if out.dtype != self.dtype else out
-
-  def masked_fill(self: Tensor, mask: Tensor, value: Any) -> Tensor:  # type: ignore[misc]
-    return mask.where(value, self)

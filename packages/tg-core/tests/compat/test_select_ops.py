@@ -215,9 +215,6 @@ def test_index_select_and_index_add():
 
 
 def test_masked_fill_matches_torch():
-  from tg.tensor_index import IndexingMixin
-  if "masked_fill" in IndexingMixin.__dict__:
-    pytest.xfail("IndexingMixin.masked_fill (tinygrad's: a float value makes an int tensor float) shadows SelectMixin's")
   x = _rand(3, 4)
   m = np.array([True, False, True, False])
   _grads(lambda t: t.masked_fill(Tensor(m), -math.inf), lambda t: t.masked_fill(torch.tensor(m), -math.inf), x)
