@@ -367,3 +367,30 @@ def test_setitem_views_alias_computed_values_keep_the_old() -> None:
     np.testing.assert_allclose(doubled.numpy(), 2 * before, rtol=1e-6)
     np.testing.assert_allclose(t.numpy(), n, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(alias.numpy(), n.reshape(42), rtol=1e-5, atol=1e-6)
+
+
+def test_assigns_sharing_a_reduction_are_one_kernel() -> None:
+  a = Tensor(rand(32, 32)).realize()
+  b, c, d = (Tensor.full((32,), float(v)).contiguous().realize() for v in (1, 2, 3))
+  r = a.sum(axis=1)
+  b.assign(r + b)
+  c.assign(r + c)
+  d.assign(r + d)
+  assert kernels(lambda: Tensor.realize(b, c, d)) == 1  # as tinygrad's multi-output kernel
+  for t, v in ((b, 1), (c, 2), (d, 3)):
+    np.testing.assert_allclose(t.numpy(), a.numpy().sum(1) + v, rtol=1e-5)
+  # assigns that read each other's buffers are not merged (one would read what another already wrote)
+  e, f, g = (Tensor.full((32,), float(v)).contiguous().realize() for v in (1, 2, 3))
+  r = a.sum(axis=1)
+  e.assign(r + f)
+  f.assign(r + e)  # the new e, as in tinygrad: 2r + 2
+  Tensor.realize(e, f)
+  np.testing.assert_allclose(e.numpy(), a.numpy().sum(1) + 2, rtol=1e-5)
+  np.testing.assert_allclose(f.numpy(), 2 * a.numpy().sum(1) + 2, rtol=1e-5)
+  r = a.sum(axis=1)
+  e.assign(r + g)
+  g.assign(r + f)
+  f.assign(r * 0 + 7)
+  Tensor.realize(e, g, f)
+  np.testing.assert_allclose(g.numpy(), 3 * a.numpy().sum(1) + 2, rtol=1e-5)
+  np.testing.assert_allclose(f.numpy(), 7, rtol=1e-5)

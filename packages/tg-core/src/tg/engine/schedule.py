@@ -131,17 +131,60 @@ def _needs_realize(outs: list[LazyBuffer]) -> tuple[list[LazyBuffer], dict[LazyB
     _visit(o, realize, visited, children, out_bases)
   # a reduction gets its own buffer, unless its one consumer is an elementwise op of the reduction's shape
   # that has a kernel anyway: then that kernel computes the reduction and the op in one (e.g. conv + bias + relu)
+  lone: list[LazyBuffer] = []  # reductions that got a kernel of their own, not being in realize already
   for b in [b for b in visited if isinstance(b.op, ReduceOps)]:
     if b in realize or not FUSE_REDUCE.value or (k := _fusion_target(b, children, realize)) is None or k in fused:
+      if b not in realize and FUSE_REDUCE.value:
+        lone.append(b)
       realize[b] = None
     else:
       fused[k] = b
+  siblings = _assign_siblings(lone, children, realize, fused)
   # `realize` was filled in discovery order; put each base after the bases it reads
   order: dict[LazyBuffer, None] = {}
   seen: set[LazyBuffer] = set()
   for b in realize:
     _place(b, seen, realize, order)
-  return list(order), fused, _nest_reductions(realize, fused)
+  return list(order), fused, {**_nest_reductions(realize, fused), **siblings}
+
+
+def _assign_chain(r: LazyBuffer, consumer: LazyBuffer, view: LazyBuffer, children: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]],
+                  realize: dict[LazyBuffer, None]) -> LazyBuffer | None:
+  """The whole assign that takes `r`'s value through `consumer` and single-user elementwise ops read in order, or None."""
+  while True:
+    if consumer.op is MetaOps.ASSIGN and consumer.arg is None and view is consumer.srcs[0] and view.st.contiguous and view.size == r.size:
+      return consumer
+    if not isinstance(consumer.op, (UnaryOps, BinaryOps, TernaryOps)) or not view.st.contiguous or view.size != r.size or consumer in realize:
+      return None
+    if len(users := children.get(consumer, [])) != 1:
+      return None
+    consumer, view = users[0]
+
+
+def _assign_siblings(lone: list[LazyBuffer], children: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]], realize: dict[LazyBuffer, None],
+                     fused: dict[LazyBuffer, LazyBuffer]) -> dict[LazyBuffer, LazyBuffer]:
+  """Reductions whose every user ends in a whole assign of its value (b.assign(r + b); c.assign(r + c)): one kernel
+  computes the reduction and stores every assign, as tinygrad's multi-output kernels do. Returns each further assign ->
+  the first one, whose kernel (in `fused`) computes it. Not when the reduction or one assign reads a buffer another
+  assign of the group overwrites, or one needs another's result."""
+  out: dict[LazyBuffer, LazyBuffer] = {}
+  for r in lone:
+    group = [_assign_chain(r, c, v, children, realize) for c, v in children.get(r, [])]
+    if len(group) < 2 or any(k is None for k in group) or len({id(k) for k in group}) != len(group):
+      continue
+    ks: list[LazyBuffer] = group  # type: ignore[assignment]
+    if any(k in fused or k in out or k in out.values() for k in ks) or any(_reads_buffer(r, k.buffer) for k in ks):
+      continue
+    if any(_reads_buffer(k.srcs[0], o.buffer) for k in ks for o in ks if o is not k):
+      continue
+    del realize[r]
+    memo: dict[LazyBuffer, set[LazyBuffer]] = {}
+    if any(o in _reach(k, realize, memo) for k in ks for o in ks if o is not k):
+      realize[r] = None
+      continue
+    fused[ks[0]] = r
+    out.update({k: ks[0] for k in ks[1:]})
+  return out
 
 
 def _nest_reductions(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, LazyBuffer]) -> dict[LazyBuffer, LazyBuffer]:
@@ -279,8 +322,9 @@ class _KernelBuilder:
   def load(self, b: LazyBuffer, st: ShapeTracker) -> LazyOp:
     if b not in self.buf_index:
       # an ASSIGN reads its target through its own output buffer
-      self.buf_index[b] = 0 if b.buffer is self.out.buffer else len(self.bufs)
-      if self.buf_index[b] != 0:
+      outputs = self.bufs[:1 + len(self.nested)]
+      self.buf_index[b] = next((i for i, o in enumerate(outputs) if o is b.buffer), len(self.bufs))
+      if self.buf_index[b] == len(self.bufs):
         self.bufs.append(b.buffer)
     return LazyOp(BufferOps.LOAD, (), MemBuffer(self.buf_index[b], b.dtype, self.unbound(st)))
 
@@ -320,8 +364,10 @@ class _KernelBuilder:
       val = self.value(b, top)
       out_st = ShapeTracker.from_shape(b.shape) + top if top is not None else ShapeTracker.from_shape(b.shape)
     ast = LazyOp(BufferOps.STORE, (val,), MemBuffer(0, b.dtype, self.unbound(out_st)))
-    if self.nested:  # the nested reductions are stored too, as outputs 1, 2, ...
-      stores = [LazyOp(BufferOps.STORE, (self.value(n, None),), MemBuffer(i + 1, n.dtype, self.unbound(ShapeTracker.from_shape(n.shape))))
+    if self.nested:  # the nested reductions (or the other assigns of a shared reduction) are stored too, as outputs 1, 2, ...
+      stores = [LazyOp(BufferOps.STORE, (self.value(n, top if n.op is MetaOps.ASSIGN else None),),
+                       MemBuffer(i + 1, n.dtype, self.unbound(ShapeTracker.from_shape(n.shape) + top if n.op is MetaOps.ASSIGN and top is not None
+                                                              else ShapeTracker.from_shape(n.shape))))
                 for i, n in enumerate(self.nested)]
       ast = LazyOp(MetaOps.SINK, (ast, *stores))
     return ScheduleItem(ast, tuple(self.bufs), self.var_vals)
@@ -354,8 +400,9 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     graphviz.add_schedule({**reads, **{inner: set() for inner in nested}})
   # reading a nested reduction means waiting for the kernel that computes it
   reads = {b: {nested.get(r, r) for r in rs} for b, rs in reads.items()}
-  schedule = _order(items, reads)
+  schedule = _order(items, reads, inners)
   olds = [(items[a], weakref.ref(a.srcs[1].base)) for a in items if a.op is MetaOps.ASSIGN]
+  olds += [(items[k], weakref.ref(n.srcs[1].base)) for k, ns in inners.items() for n in ns if n.op is MetaOps.ASSIGN]
   if found is not None:
     position = {id(si): p for p, si in enumerate(schedule)}
     schedule_cache.record(found[0], found[1], [(si.ast, si.bufs, si.var_vals) for si in schedule], bases,
@@ -419,9 +466,9 @@ def _keep_old_values(work: pending.PendingWork, olds: list[tuple[ScheduleItem, w
 
 def _writes_part(si: ScheduleItem, old: LazyBuffer) -> bool:
   """Whether the assign `si` writes only part of (or not in order) the buffer of `old`, its target."""
-  store = si.ast.src[0] if si.ast.op is MetaOps.SINK else si.ast
-  st = store.arg.st
-  return not (st.contiguous and st.size == old.st.size)
+  stores = si.ast.src if si.ast.op is MetaOps.SINK else (si.ast,)
+  st = next((x.arg.st for x in stores if si.bufs[x.arg.idx] is old.buffer), None)
+  return st is not None and not (st.contiguous and st.size == old.st.size)
 
 
 def _visit_deps(b: LazyBuffer, path: set[LazyBuffer], deps: dict[LazyBuffer, set[LazyBuffer]], rank: dict[LazyBuffer, int],
@@ -438,14 +485,16 @@ def _visit_deps(b: LazyBuffer, path: set[LazyBuffer], deps: dict[LazyBuffer, set
   done[b] = None
 
 
-def _order(items: dict[LazyBuffer, ScheduleItem], reads: dict[LazyBuffer, set[LazyBuffer]]) -> list[ScheduleItem]:
-  """Items after the items whose outputs they read, and each ASSIGN after every item that reads the old value of
-  the buffer it overwrites (in place, so those reads must happen first)."""
+def _order(items: dict[LazyBuffer, ScheduleItem], reads: dict[LazyBuffer, set[LazyBuffer]],
+           inners: dict[LazyBuffer, tuple[LazyBuffer, ...]]) -> list[ScheduleItem]:
+  """Items after the items whose outputs they read, and each ASSIGN (also one stored by another's kernel) after every
+  item that reads the old value of the buffer it overwrites (in place, so those reads must happen first)."""
   deps: dict[LazyBuffer, set[LazyBuffer]] = {b: {r for r in rs if r in items} for b, rs in reads.items()}
   for a in items:
-    if a.op is MetaOps.ASSIGN:
-      old = a.srcs[1].base
-      deps[a] |= {r for r, rs in reads.items() if old in rs and r is not a}
+    for w in (a, *inners.get(a, ())):
+      if w.op is MetaOps.ASSIGN:
+        old = w.srcs[1].base
+        deps[a] |= {r for r, rs in reads.items() if old in rs and r is not a}
   done: dict[LazyBuffer, None] = {}
 
   rank = {b: i for i, b in enumerate(items)}
