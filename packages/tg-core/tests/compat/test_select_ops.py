@@ -426,3 +426,21 @@ def test_float16_forward():
                    (t.index_select(1, _ti([4, 0])), r.index_select(1, torch.tensor([4, 0]))),
                    (t.masked_fill(t > 0, 1.5), r.masked_fill(r > 0, 1.5)), (t.unfold(1, 2, 2), r.unfold(1, 2, 2))]:
     _same(got, ref, tol=1e-3)
+
+
+def test_under_tinyjit_replays_follow_the_input():
+  from tg.engine.jit import TinyJit
+
+  @TinyJit
+  def step(x):
+    v, i = x.topk(2)
+    return v.realize(), i.realize(), x.cummax(1)[0].realize()
+
+  rng = np.random.default_rng(5)
+  for _ in range(4):  # eager, capture, then replays
+    x = rng.uniform(-1, 1, size=(2, 5)).astype(np.float32)
+    v, i, c = step(Tensor(x))
+    tv, ti = torch.topk(torch.tensor(x), 2)
+    _same(v, tv)
+    _same(i, ti, exact_dtype=False)
+    _same(c, torch.cummax(torch.tensor(x), 1)[0])
