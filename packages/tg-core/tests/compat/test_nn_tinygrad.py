@@ -124,6 +124,30 @@ def test_onecycle_past_total_steps_raises():
     sched.step()
 
 
+def test_scheduler_over_an_optimizer_group():
+  """Each member of an OptimizerGroup is one of torch's param groups: one lr each, scheduled from its own base."""
+  from tg.nn.optim import MultiStepLR, OptimizerGroup
+  group = OptimizerGroup(_tg_sgd(0.1), _tg_sgd(0.02))
+  popt = torch.optim.SGD([{"params": [torch.zeros(1, requires_grad=True)], "lr": 0.1},
+                          {"params": [torch.zeros(1, requires_grad=True)], "lr": 0.02}])
+  sched, psched = MultiStepLR(group, milestones=[2, 4], gamma=0.5), torch.optim.lr_scheduler.MultiStepLR(popt, milestones=[2, 4], gamma=0.5)
+  for _ in range(6):
+    popt.step()
+    psched.step()
+    sched.step()
+    np.testing.assert_allclose(sched.get_last_lr(), psched.get_last_lr(), rtol=1e-6)
+    np.testing.assert_allclose([group[0].lr.numpy()[0], group[1].lr.numpy()[0]], psched.get_last_lr(), rtol=1e-6)
+
+
+def test_onecycle_momentum_is_not_cycled_and_says_so():
+  from tg.nn.optim import OneCycleLR
+  with pytest.warns(UserWarning, match="momentum"):
+    sched = OneCycleLR(_tg_sgd(0.1), max_lr=0.1, total_steps=10)  # torch's default cycle_momentum=True
+  assert sched.get_last_lr() == pytest.approx([0.1 / 25])
+  with pytest.raises(ValueError, match="total_steps"):
+    OneCycleLR(_tg_sgd(0.1), max_lr=0.1, cycle_momentum=False)
+
+
 def test_scheduler_state_dict_resumes():
   """A scheduler rebuilt from state_dict() continues the sequence where the first one stopped."""
   from tg.nn.optim import CosineAnnealingLR
