@@ -142,6 +142,8 @@ def test_unary_ops_on_ints_half_and_empty():
   check(Tensor.erf, torch.erf, np.array([[0, 1], [-1, 0]], dtype=np.int32))  # ints give the default float, as torch
   for op in ("erf", "log1p", "expm1", "atan", "asin", "acos"):
     assert getattr(Tensor.zeros(0, 3), op)().shape == (0, 3) and getattr(Tensor(0.25), op)().shape == ()
+  assert Tensor.zeros(0, 3).atan2(Tensor.ones(3)).numpy().shape == (0, 3)
+  check(Tensor.log1p, torch.log1p, np.zeros((2, 0), np.float32))
   if HALF:  # computed in float32 and rounded, as torch; the ops share that path, so three of them
     x = np.linspace(-0.9, 0.9, 19).astype(np.float16)
     for op in ("erf", "log1p", "asin"):
