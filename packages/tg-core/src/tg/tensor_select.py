@@ -1,10 +1,15 @@
-"""Ops that select, sort, scatter and rearrange elements: sort/topk, scatter and index updates, roll, diag,
-cumulative products and maxima, searchsorted. Each is a composition of Tensor ops, so it runs on every device
-and its gradient (where it has one) comes for free.
+"""Ops that select, sort, scatter and rearrange elements: sort/topk, scatter and index updates, masked_fill, roll,
+diag/diagonal, unfold, pixel_shuffle, meshgrid, cumulative products and maxima, bincount, searchsorted, nonzero.
+Each is a composition of Tensor ops (movement ops, where, compares, reductions), so it runs on every device and its
+gradient (where it has one) comes for free.
 
-Shapes never depend on the data, except bincount's (its length is the largest value + 1, read back once).
-Indices these ops return (sort, argsort, topk, cummax/cummin, searchsorted) are int32, as tg's argmax (tinygrad's
-choice; torch's are int64), and int64 only where an index can pass int32's range.
+- Selecting by index (scatter, index_select, index_add, bincount, searchsorted) compares each index with every
+  position of the axis (one-hot masks that are summed): O(len(index) * size of the axis) work, no data-dependent
+  addressing. An index out of range (or negative, which torch refuses) selects nothing instead of raising.
+- Shapes never depend on the data, except bincount's (max + 1) and nonzero's (the count): those read one number
+  back (a sync; such a function can't be captured by TinyJit).
+- Indices these ops return (sort, argsort, topk, cummax/cummin, searchsorted, nonzero) are int32, as tg's argmax
+  (tinygrad's choice; torch's are int64), and int64 only where an index can pass int32's range.
 """
 from __future__ import annotations
 
@@ -139,12 +144,7 @@ class SelectMixin:
       return sq.pad(((0, k), (k, 0)) if diagonal >= 0 else ((k, 0), (0, k)))
     if self.ndim != 2:
       raise ShapeError(f"diag takes a 1-d or 2-d tensor, got shape {self.shape}")
-    r, c = _concrete(self.shape[0]), _concrete(self.shape[1])
-    start, length = (diagonal, min(r, c - diagonal)) if diagonal >= 0 else (-diagonal * c, min(r + diagonal, c))
-    if length <= 0:
-      return self.flatten().shrink(((0, 0),))
-    # element i of the diagonal is (c + 1) * i past its first element in the flattened matrix
-    return self.flatten()[start:start + (length - 1) * (c + 1) + 1:c + 1]
+    return self.diagonal(diagonal)
 
   def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:  # type: ignore[misc]
     """The `offset`-th diagonal of the planes (dim1, dim2), as a last axis (torch.diagonal); a view, no copy."""
@@ -155,7 +155,7 @@ class SelectMixin:
     x = self.movedim((a, b), (-2, -1))
     r, c = _concrete(x.shape[-2]), _concrete(x.shape[-1])
     start, length = (offset, min(r, c - offset)) if offset >= 0 else (-offset * c, min(r + offset, c))
-    flat = x.flatten(-2)
+    flat = x.flatten(-2)  # element i of the diagonal is (c + 1) * i past its first element in a flattened plane
     if length <= 0:
       return flat.shrink(tuple([None] * (flat.ndim - 1) + [(0, 0)]))
     return flat[..., start:start + (length - 1) * (c + 1) + 1:c + 1]
@@ -285,6 +285,7 @@ class SelectMixin:
         k5, i5 = key.reshape(shape), idx.reshape(shape)
         axes = (-2, -1) if half == size // 2 else (-2,)
         pk, pi = k5.flip(axes), i5.flip(axes)
+        # the lower of a pair takes its partner when it belongs after it, the upper when it doesn't (a strict order)
         swap = _after(k5, i5, pk, pi, n, descending) != is_high
         key = _stage(swap.where(pk, k5).reshape(pre + (big,)))
         idx = swap.where(pi, i5).reshape(pre + (big,)).contiguous()
