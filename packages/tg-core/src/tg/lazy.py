@@ -52,20 +52,24 @@ def _same_where_valid(read: ShapeTracker, written: ShapeTracker) -> bool:
 
 
 def _reads_through_view(x: LazyBuffer, target: LazyBuffer) -> bool:
-  """Whether the kernel computing x would read `target` other than element for element."""
-  seen: set[int] = set()
-  stack = [x]
+  """Whether the kernel computing x would read `target` other than element for element. Views compose on the way down:
+  `(a + 1).T` reads `a` transposed although `a + 1` reads it in order. A reduction, or a value that gets a kernel of its
+  own (contiguous, a copy), is computed before the assign runs, so what it reads doesn't count."""
+  seen: set[tuple[int, ShapeTracker]] = set()
+  stack: list[tuple[LazyBuffer, ShapeTracker | None]] = [(x, None)]
   while stack:
-    v = stack.pop()
-    if id(v) in seen:
+    v, top = stack.pop()
+    st = v.st + top if top is not None else v.st
+    b = v.base
+    if (id(b), st) in seen:
       continue
-    seen.add(id(v))
-    if v.base.buffer is target.base.buffer:  # the target, or an earlier assign into the same memory
-      if v.st != target.st and not _same_where_valid(v.st, target.st):
+    seen.add((id(b), st))
+    if b.buffer is target.base.buffer:  # the target, or an earlier assign into the same memory
+      if st != target.st and not _same_where_valid(st, target.st):
         return True
       continue
-    if v.base.realized is None:
-      stack.extend(v.base.srcs)
+    if b.realized is None and not b.forced_realize and not isinstance(b.op, ReduceOps):
+      stack.extend((s, st) for s in b.srcs)
   return False
 
 

@@ -394,3 +394,18 @@ def test_assigns_sharing_a_reduction_are_one_kernel() -> None:
   Tensor.realize(e, g, f)
   np.testing.assert_allclose(g.numpy(), 3 * a.numpy().sum(1) + 2, rtol=1e-5)
   np.testing.assert_allclose(f.numpy(), 7, rtol=1e-5)
+
+
+def test_assign_of_a_view_of_a_computation_on_the_target() -> None:
+  # (a + 1).T reads a transposed although a + 1 reads it in order: computed into a temporary before a is overwritten
+  an = np.arange(16, dtype=np.float32).reshape(4, 4)
+  a = Tensor(an).realize()
+  a.assign((a + 1).permute(1, 0))
+  np.testing.assert_allclose(a.numpy(), (an + 1).T)
+  x = Tensor.ones(4, 4).contiguous().realize()  # tinygrad refuses this one (RuntimeError "contiguous")
+  x.assign(x + x.shrink((None, (0, 2))).pad((None, (0, 2)), 2).permute(1, 0))
+  np.testing.assert_allclose(x.numpy(), np.ones((4, 4)) + np.pad(np.ones((4, 2)), ((0, 0), (0, 2)), constant_values=2).T)
+  b = Tensor(an).realize()
+  r = Tensor(rand(4, 4, 4)).realize()
+  b.assign(r.sum(axis=1) + b.permute(1, 0))  # tinygrad: RuntimeError "contiguous"
+  np.testing.assert_allclose(b.numpy(), r.numpy().sum(1) + an.T, rtol=1e-5)
