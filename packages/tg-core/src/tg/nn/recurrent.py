@@ -15,13 +15,15 @@ def _uniform(bound: float, *shape: int) -> Tensor:
 def _gates_to_state(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
   """From the 4 stacked gate pre-activations (N, 4H) and the cell state, the next (h, c).
 
-  All four activations come from one sigmoid (tanh(g) = 2 sigmoid(2g) - 1, which is how Tensor.tanh computes it), and
-  c and h are made contiguous: each step is then a few small kernels instead of a backward pass that re-fuses the
-  whole recurrence into ever larger kernels (slow to compile, and the same numbers)."""
+  All four activations come from one sigmoid (tanh(g) = 2 sigmoid(2g) - 1, which is how Tensor.tanh computes it).
+  c and h are contiguous, and so are their gradients (contiguous_backward): without these boundaries the lazy graph
+  fuses the elementwise chain of every earlier step into each step's kernel, forward and backward, so kernels grow
+  with the step number (quadratic work, and a new kernel to compile per step). With them, the backward pass compiles
+  the same ~20 kernels for any sequence length (the forward compiles one more per step: each reads its own offset)."""
   i, f, g, o = gates.chunk(4, dim=-1)
   i, f, g, o = i.cat(f, g * 2, o, dim=-1).sigmoid().contiguous().chunk(4, dim=-1)
-  c = (f * c + i * (2 * g - 1)).contiguous()
-  return (o * c.tanh()).contiguous(), c
+  c = (f * c + i * (2 * g - 1)).contiguous().contiguous_backward()
+  return (o * c.tanh()).contiguous().contiguous_backward(), c
 
 
 class LSTMCell:
