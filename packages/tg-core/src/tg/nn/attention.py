@@ -19,6 +19,7 @@ class MultiheadAttention:
   key_padding_mask (N, S) or attn_mask (L, S) / (N * num_heads, L, S) is True where attention is NOT allowed; a float
   mask is added to the scores. Returns (output, weights): the attention weights (after dropout, as torch) averaged over
   heads, or per head with average_attn_weights=False, or None with need_weights=False. Dropout acts only in training.
+  is_causal without an attn_mask applies the causal mask (torch raises and asks for the mask).
 
   Not supported (they raise): kdim/vdim different from embed_dim, add_bias_kv, add_zero_attn."""
 
