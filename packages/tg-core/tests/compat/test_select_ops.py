@@ -109,9 +109,6 @@ def test_sort_ints_halfs_bools_and_edges():
   assert i.dtype == dtypes.int32
   xb = np.array([True, False, True, False])
   _same(Tensor(xb).sort()[0], torch.sort(torch.tensor(xb))[0])
-  if is_dtype_supported(dtypes.float16):
-    xh = _rand(11).astype(np.float16)
-    _same(Tensor(xh).sort()[0], torch.sort(torch.tensor(xh))[0])
   for shape, dim in [((0, 4), -1), ((0, 4), 0), ((3, 1), 1), ((), 0)]:
     x = np.zeros(shape, dtype=np.float32)
     v, i = Tensor(x).sort(dim)
@@ -318,8 +315,10 @@ def test_cumprod(network, use_network):
   x = _rand(3, 6)
   x[1, 2] = 0.0  # a zero: the gradient past it is not prod/x
   x[2, 1] = x[2, 4] = 0.0
-  for dim in (1, -2):
+  for dim in (1,) if network else (1, -2):
     _grads(lambda t: t.cumprod(dim), lambda t: t.cumprod(dim), x)
+  if network:  # one network is enough for the rest
+    return
   xi = np.array([[1, -2, 3, 2], [5, 0, 2, 1]], dtype=np.int32)
   _same(Tensor(xi).cumprod(1), torch.tensor(xi).cumprod(1), exact_dtype=is_dtype_supported(dtypes.int64))
   _same(Tensor(np.zeros((0, 3), np.float32)).cumprod(0), torch.zeros(0, 3).cumprod(0))
