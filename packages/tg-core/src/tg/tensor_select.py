@@ -522,12 +522,11 @@ class SelectMixin:
     return (self + (added * alpha if alpha != 1 else added)).cast(self.dtype)
 
   def masked_fill(self: Tensor, mask: Tensor, value: Tensor | Any) -> Tensor:  # type: ignore[misc]
-    """`value` where mask is True, self elsewhere; the result keeps self's dtype (a float value into an int tensor
-    is truncated, as torch). `value` is a number or a 0-d tensor (which gets the gradient of the filled places)."""
+    """`value` where mask is True, self elsewhere; mask broadcasts with self. The result keeps self's dtype (a float
+    value into an int tensor is truncated, as torch; tinygrad 0.9.1 made it float). `value` is a number or a tensor,
+    which gets the gradient of the filled places; torch takes only a 0-d one, tinygrad any that broadcasts, as here."""
     from tg.tensor import Tensor
     if isinstance(value, Tensor):
-      if value.ndim != 0:
-        raise ShapeError(f"masked_fill takes a number or a 0-d tensor as value, got shape {value.shape}")
       v = value.cast(self.dtype)
     else:
       v = Tensor.full((), value, device=self.device).cast(self.dtype)

@@ -216,6 +216,8 @@ def test_masked_fill_matches_torch():
   m = np.array([True, False, True, False])
   _grads(lambda t: t.masked_fill(Tensor(m), -math.inf), lambda t: t.masked_fill(torch.tensor(m), -math.inf), x)
   _grads(lambda t, v: t.masked_fill(Tensor(m), v), lambda t, v: t.masked_fill(torch.tensor(m), v), x, np.array(3.0, dtype=np.float32))
+  row = Tensor(_rand(4, seed=3))  # a value tensor that broadcasts, as tinygrad's masked_fill (a where) takes it
+  np.testing.assert_allclose(Tensor(x).masked_fill(Tensor(m), row).numpy(), np.where(m, row.numpy(), x))
   xi = np.arange(12, dtype=np.int32).reshape(3, 4)
   for value in (5, 2.5, -2.5, True):
     _same(Tensor(xi).masked_fill(Tensor(m), value), torch.tensor(xi).masked_fill(torch.tensor(m), value))
