@@ -85,6 +85,16 @@ def test_multihead_attention_matches_torch(name):
     np.testing.assert_allclose(getattr(p, pname.split(".")[-1]).grad.numpy(), tp.grad.numpy(), rtol=1e-5, atol=1e-5, err_msg=pname)
 
 
+def test_multihead_attention_is_causal_without_mask():
+  m, tm = _mha_pair(8, 2)
+  x = np.random.default_rng(4).standard_normal((3, 2, 8)).astype(np.float32)
+  causal = torch.triu(torch.ones(3, 3, dtype=torch.bool), 1)
+  out, w = m(Tensor(x), Tensor(x), Tensor(x), is_causal=True)
+  tout, tw = tm(*(torch.tensor(x),) * 3, attn_mask=causal, is_causal=True)
+  np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_multihead_attention_dropout_only_in_training():
   m, tm = _mha_pair(8, 2, dropout=0.5)
   tm.eval()
