@@ -310,6 +310,20 @@ class SelectMixin:
     keep = tuple((0, k) if i == d else None for i in range(self.ndim))
     return values.shrink(keep), indices.shrink(keep)
 
+  def kthvalue(self: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
+    """The k-th smallest element along `dim` (k from 1) and its index (torch.kthvalue); NaN counts as the largest."""
+    from tg.tensor import _concrete
+    d = self._dim(dim)
+    n = _concrete(self.shape[d]) if self.ndim else 1
+    if not 1 <= k <= n:
+      raise TgArgumentError(f"kthvalue: k={k} is out of range for dim {d} of size {n}")
+    values, indices = self.sort(d)
+    if self.ndim == 0:
+      return values, indices
+    pick = tuple((k - 1, k) if i == d else None for i in range(self.ndim))
+    values, indices = values.shrink(pick), indices.shrink(pick)
+    return (values, indices) if keepdim else (values.squeeze(d), indices.squeeze(d))
+
   # ---------- scans ----------
   def _scan_steps(self: Tensor) -> list[int]:  # type: ignore[misc]
     """The shifts of a log-depth (Hillis-Steele) scan over the last axis: 1, 2, 4, ... below its length."""
@@ -503,23 +517,69 @@ class SelectMixin:
     x = self.movedim(d, -1).unsqueeze(-2)  # (..., 1, n)
     return hot.where(x, _zero(self.dtype)).sum(-1).cast(self.dtype).movedim(-1, d)
 
-  def index_add(self: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any = 1) -> Tensor:  # type: ignore[misc]
-    """self with alpha * source[..., i, ...] added at index[i] along `dim` (torch.index_add); repeats add up."""
+  def _index_hot(self: Tensor, dim: int, index: Tensor, name: str) -> tuple[int, int, Tensor]:  # type: ignore[misc]
+    """Check a 1-d index of positions along `dim`; the axis, len(index), and its one-hot (len(index), size of dim)."""
     from tg.tensor import Tensor, _concrete
     d = self._dim(dim)
     if index.ndim > 1 or dtypes.is_float(index.dtype) or index.dtype == dtypes.bool:
-      raise TgArgumentError(f"index_add: index must be a 0-d or 1-d integer tensor, got {index.dtype} of shape {index.shape}")
-    m = _concrete(index.numel())
-    want = tuple(m if k == d else s for k, s in enumerate(self.shape)) if self.ndim else ()
-    if source.shape != want and not (self.ndim == 0 and source.numel() == 1):
-      raise ShapeError(f"index_add: source shape {source.shape} should be {want} (self's, with {m} = len(index) at dim {d})")
+      raise TgArgumentError(f"{name}: index must be a 0-d or 1-d integer tensor, got {index.dtype} of shape {index.shape}")
+    m, n = _concrete(index.numel()), _concrete(self.shape[d]) if self.ndim else 1
+    return d, m, index.reshape(m, 1) == Tensor.arange(n, device=self.device, dtype=index.dtype).reshape(1, n)
+
+  def _index_source(self: Tensor, d: int, m: int, source: Tensor, name: str) -> Tensor:  # type: ignore[misc]
+    """source checked to be self's shape with m at d, in self's dtype, with d moved last and a size-1 axis after it."""
+    want = tuple(m if k == d else s for k, s in enumerate(self.shape))
+    if source.shape != want:
+      raise ShapeError(f"{name}: source shape {source.shape} should be {want} (self's, with {m} = len(index) at dim {d})")
+    return source.cast(self.dtype).movedim(d, -1).unsqueeze(-1)  # (..., m, 1)
+
+  def _along(self: Tensor, d: int, t: Tensor) -> Tensor:  # type: ignore[misc]
+    """A (size of dim d,) tensor shaped to broadcast along axis d of self."""
+    return t.reshape(t.shape + (1,) * (self.ndim - d - 1))
+
+  def index_add(self: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any = 1) -> Tensor:  # type: ignore[misc]
+    """self with alpha * source[..., i, ...] added at index[i] along `dim` (torch.index_add); repeats add up."""
     if self.ndim == 0:
-      return self + (index.numel() == 1) * alpha * source.reshape(()).cast(self.dtype)
-    n = _concrete(self.shape[d])
-    hot = index.reshape(m, 1) == Tensor.arange(n, device=self.device, dtype=index.dtype).reshape(1, n)  # (m, n)
-    s = source.cast(self.dtype).movedim(d, -1).unsqueeze(-1)  # (..., m, 1)
+      return self + self._index_hot(dim, index, "index_add")[2].any() * alpha * source.reshape(()).cast(self.dtype)
+    d, m, hot = self._index_hot(dim, index, "index_add")
+    s = self._index_source(d, m, source, "index_add")
     added = hot.where(s, _zero(self.dtype)).sum(-2).cast(self.dtype).movedim(-1, d)
     return (self + (added * alpha if alpha != 1 else added)).cast(self.dtype)
+
+  def index_copy(self: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:  # type: ignore[misc]
+    """self with source[..., i, ...] written at index[i] along `dim` (torch.index_copy); where an index repeats, the
+    last write wins (torch leaves that undefined)."""
+    from tg.tensor import Tensor
+    if self.ndim == 0:
+      return self._index_hot(dim, index, "index_copy")[2].any().where(source.reshape(()).cast(self.dtype), self)
+    d, m, hot = self._index_hot(dim, index, "index_copy")
+    s = self._index_source(d, m, source, "index_copy")
+    if m == 0:
+      return self
+    row = Tensor.arange(m, device=self.device).reshape(m, 1)
+    last = hot & (row == hot.where(row, -1).max(0, keepdim=True))  # the last i writing each position
+    picked = last.where(s, _zero(self.dtype)).sum(-2).cast(self.dtype).movedim(-1, d)
+    return self._along(d, hot.any(0)).where(picked, self)
+
+  def index_fill(self: Tensor, dim: int, index: Tensor, value: Tensor | Any) -> Tensor:  # type: ignore[misc]
+    """self with `value` (a number or 0-d tensor) at the positions `index` along `dim` (torch.index_fill)."""
+    from tg.tensor import Tensor
+    d, _, hot = self._index_hot(dim, index, "index_fill")
+    v = value.cast(self.dtype) if isinstance(value, Tensor) else Tensor.full((), value, device=self.device).cast(self.dtype)
+    return (hot.any() if self.ndim == 0 else self._along(d, hot.any(0))).where(v, self)
+
+  def take_along_dim(self: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:  # type: ignore[misc]
+    """gather along `dim` with self and indices broadcast against each other outside it (torch.take_along_dim);
+    without dim, both are flattened."""
+    from tg.tensor import _broadcast_shape
+    if dim is None:
+      return self.flatten().gather(0, indices.flatten())
+    d = self._dim(dim)
+    if indices.ndim != self.ndim:
+      raise ShapeError(f"take_along_dim: indices have {indices.ndim} dims, self {self.ndim}")
+    outside = _broadcast_shape(*(tuple(1 if k == d else s for k, s in enumerate(t.shape)) for t in (self, indices)))
+    x = self.expand(tuple(self.shape[d] if k == d else s for k, s in enumerate(outside)))
+    return x.gather(d, indices.expand(tuple(indices.shape[d] if k == d else s for k, s in enumerate(outside))))
 
   def masked_fill(self: Tensor, mask: Tensor, value: Tensor | Any) -> Tensor:  # type: ignore[misc]
     """`value` where mask is True, self elsewhere; mask broadcasts with self. The result keeps self's dtype (a float
@@ -544,6 +604,12 @@ class SelectMixin:
 
   def index_add_(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:  # type: ignore[misc]
     return self.assign(self.index_add(*args, **kwargs))
+
+  def index_copy_(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:  # type: ignore[misc]
+    return self.assign(self.index_copy(*args, **kwargs))
+
+  def index_fill_(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:  # type: ignore[misc]
+    return self.assign(self.index_fill(*args, **kwargs))
 
   def masked_fill_(self: Tensor, mask: Tensor, value: Tensor | Any) -> Tensor:  # type: ignore[misc]
     return self.assign(SelectMixin.masked_fill(self, mask, value)._broadcast_to(self.shape))
@@ -572,6 +638,9 @@ class SelectMixin:
     if as_tuple:
       return tuple(cols) if cols else (Tensor.zeros(count, dtype=idt, device=self.device),)
     return Tensor.stack(cols, dim=1) if cols else Tensor.zeros(count, 0, dtype=idt, device=self.device)
+
+  def argwhere(self: Tensor) -> Tensor:  # type: ignore[misc]
+    return self.nonzero()  # type: ignore[return-value]
 
   def bincount(self: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:  # type: ignore[misc]
     """How often each value 0..max occurs in a 1-d tensor of non-negative ints (the sum of `weights` there).

@@ -211,6 +211,26 @@ def test_index_select_and_index_add():
     Tensor(xi).index_add(0, _ti(idx), Tensor(xi))
 
 
+def test_index_copy_index_fill_take_along_dim_kthvalue():
+  idx = np.array([2, 0])
+  _grads(lambda s, x: s.index_copy(1, _ti(idx), x), lambda s, x: s.index_copy(1, torch.tensor(idx), x), _rand(2, 3), _rand(2, 2, seed=1))
+  got = Tensor.zeros(3).index_copy(0, _ti([1, 1]), Tensor([4.0, 5.0]))  # a repeated index: the last write wins
+  np.testing.assert_array_equal(got.numpy(), [0.0, 5.0, 0.0])
+  _grads(lambda t: t.index_fill(-2, _ti([1]), -1.5), lambda t: t.index_fill(-2, torch.tensor([1]), -1.5), _rand(3, 2))
+  xi = np.arange(6, dtype=np.int32).reshape(2, 3)
+  _same(Tensor(xi).index_fill(1, _ti(idx), 7), torch.tensor(xi).index_fill(1, torch.tensor(idx), 7))
+  ti = np.array([[0, 2], [1, 1]])  # broadcasts against (1, 3) outside dim 1
+  _grads(lambda t: t.take_along_dim(_ti(ti), 1), lambda t: torch.take_along_dim(t, torch.tensor(ti), 1), _rand(1, 3))
+  _grads(lambda t: t.take_along_dim(_ti([5, 0])), lambda t: torch.take_along_dim(t, torch.tensor([5, 0])), _rand(2, 3))
+  x = _distinct(3, 4)
+  x[1, 2] = np.nan
+  for k, dim, keep in [(2, -1, False), (3, 0, True)]:
+    for a, b in zip(Tensor(x).kthvalue(k, dim, keep), torch.kthvalue(torch.tensor(x), k, dim, keep)):
+      _same(a, b, exact_dtype=False)
+  with pytest.raises(TgArgumentError):
+    Tensor(x).kthvalue(5)
+
+
 def test_masked_fill_matches_torch():
   x = _rand(3, 4)
   m = np.array([True, False, True, False])
@@ -384,6 +404,7 @@ def test_device_is_the_default():
 
 
 def test_nonzero():
+  _same(Tensor(np.array([[0, 2], [3, 0]], np.int32)).argwhere(), torch.argwhere(torch.tensor([[0, 2], [3, 0]])), exact_dtype=False)
   for x in (np.array([[0, 1.5, 0], [np.nan, 0, -2]], np.float32), np.array([0, 0, 4, 9], np.int32), np.array(3.0, np.float32),
             np.zeros((2, 0), np.float32), np.zeros((2, 2), np.float32)):
     _same(Tensor(x).nonzero(), torch.tensor(x).nonzero(), exact_dtype=False)
@@ -395,6 +416,7 @@ def test_in_place_variants():
   idx = np.array([[0, 2], [1, 0]])
   for name, args in [("scatter_", (1, _ti(idx), 5.0)), ("scatter_add_", (1, _ti(idx), Tensor(_rand(2, 2)))),
                      ("scatter_reduce_", (1, _ti(idx), Tensor(_rand(2, 2)), "amax")), ("index_add_", (0, _ti([1, 1]), Tensor(_rand(2, 3)))),
+                     ("index_copy_", (1, _ti([2]), Tensor(_rand(2, 1)))), ("index_fill_", (1, _ti([0]), 3.0)),
                      ("masked_fill_", (Tensor([True, False, True]), -1.0))]:
     t = Tensor(_rand(2, 3)).contiguous()
     want = getattr(t, name[:-1])(*args).numpy()
