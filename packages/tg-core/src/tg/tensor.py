@@ -1209,8 +1209,11 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     if isinstance(n_sym, Node):  # a symbolic count, as in mean; n - correction <= 0 gives inf/nan as the division does
       return (sq / (self._symbolic_count(axis, keepdim) - correction).relu()).cast(self._out_float())
     n = n_sym
-    # n - correction <= 0 divides by 0: inf, or nan where the squares sum to 0 (as torch)
-    return (sq / max(0, n - correction)).cast(self._out_float())
+    if n - correction > 0:
+      return (sq / (n - correction)).cast(self._out_float())
+    # n - correction <= 0 divides by 0, as torch: inf, with its gradient, or nan where the squares sum to 0 (written as a
+    # constant: a device without strict IEEE floats (WEBGPU) may make 0 * inf a 0)
+    return (sq == 0).where(math.nan, sq / 0).cast(self._out_float())
 
   def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
     """sqrt(var), with torch's gradient where the deviation is 0: 0, not sqrt's inf times 0 (nan stays nan)."""
