@@ -13,6 +13,7 @@ are folded into the loads' ShapeTrackers.
 """
 from __future__ import annotations
 
+import itertools
 import weakref
 from dataclasses import dataclass, field
 
@@ -382,6 +383,7 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   realized = set(bases)
   items: dict[LazyBuffer, ScheduleItem] = {}
   reads: dict[LazyBuffer, set[LazyBuffer]] = {}  # which bases each item loads
+  slots: dict[LazyBuffer, dict[LazyBuffer, int]] = {}  # ... and at which argument index
   inners: dict[LazyBuffer, tuple[LazyBuffer, ...]] = {}
   for inner, outer in nested.items():
     inners[outer] = (*inners.get(outer, ()), inner)
@@ -390,17 +392,18 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
       continue  # nothing to compute (an empty buffer), or computed in another reduction's kernel
     if b.op is MetaOps.COPY:
       items[b], reads[b] = ScheduleItem(LazyOp(MetaOps.COPY, (), b.buffer.nbytes), (b.buffer, b.srcs[0].base.buffer)), {b.srcs[0].base}
+      slots[b] = {b.srcs[0].base: 1}
     elif b.op is MetaOps.EMPTY:
-      items[b], reads[b] = ScheduleItem(LazyOp(MetaOps.EMPTY), (b.buffer,)), set()
+      items[b], reads[b], slots[b] = ScheduleItem(LazyOp(MetaOps.EMPTY), (b.buffer,)), set(), {}
     else:
       builder = _KernelBuilder(b, realized, fused.get(b), inners.get(b, ()))
-      items[b], reads[b] = builder.build(), set(builder.buf_index)
+      items[b], reads[b], slots[b] = builder.build(), set(builder.buf_index), dict(builder.buf_index)
       del builder
   if graphviz.enabled():  # a nested reduction is drawn as its own node, read by the kernel that computes it
     graphviz.add_schedule({**reads, **{inner: set() for inner in nested}})
   # reading a nested reduction means waiting for the kernel that computes it
   reads = {b: {nested.get(r, r) for r in rs} for b, rs in reads.items()}
-  schedule = _order(items, reads, inners)
+  schedule = _order(items, reads, inners, slots)
   olds = [(items[a], weakref.ref(a.srcs[1].base)) for a in items if a.op is MetaOps.ASSIGN]
   olds += [(items[k], weakref.ref(n.srcs[1].base)) for k, ns in inners.items() for n in ns if n.op is MetaOps.ASSIGN]
   if found is not None:
@@ -409,13 +412,14 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
                           [(position[id(si)], ref) for si, ref in olds])
     found[1].clear()
   # with the builders' memos and the numbered bases: nothing here may keep a value alive past this point
-  del items, fused, reads, nested, inners, realized, found
+  del items, fused, reads, slots, nested, inners, realized, found
   return _finish(schedule, bases, olds)
 
 
 def _from_plan(plan: schedule_cache.Plan, nodes: list[LazyBuffer]) -> list[ScheduleItem]:
   """The schedule of a graph whose structure was scheduled before: the plan's items over this graph's buffers."""
-  schedule = [ScheduleItem(ast, tuple(nodes[n].buffer for n in bufs)) for ast, bufs in plan.items]
+  temps = [Buffer(*spec) for spec in plan.temps]  # fresh each time, as the scheduler makes them
+  schedule = [ScheduleItem(ast, tuple(nodes[n].buffer if n >= 0 else temps[-1 - n] for n in bufs)) for ast, bufs in plan.items]
   bases = [nodes[n] for n in plan.bases]
   olds = [(schedule[p], weakref.ref(nodes[n])) for p, n in plan.olds]
   nodes.clear()  # the caller's reference to the list must not keep the old values alive either
@@ -471,34 +475,114 @@ def _writes_part(si: ScheduleItem, old: LazyBuffer) -> bool:
   return st is not None and not (st.contiguous and st.size == old.st.size)
 
 
-def _visit_deps(b: LazyBuffer, path: set[LazyBuffer], deps: dict[LazyBuffer, set[LazyBuffer]], rank: dict[LazyBuffer, int],
-                done: dict[LazyBuffer, None]) -> None:
-  """Put b in `done` after everything it depends on (a module function: see _visit)."""
-  if b in done:
-    return
-  if b in path:
-    raise RuntimeError("the schedule has a cycle: a buffer is overwritten (assign) while a value that depends on the new data reads the old")
-  path.add(b)
-  for d in sorted(deps[b], key=rank.__getitem__):
-    _visit_deps(d, path, deps, rank, done)
-  path.discard(b)
-  done[b] = None
+class _Keep:
+  """A node of the ordering graph for a COPY that keeps an old value (see _order)."""
+
+  def __init__(self, si: ScheduleItem) -> None:
+    self.si = si
+
+
+_Node = LazyBuffer | _Keep
+
+
+def _toposort(deps: dict[_Node, set[_Node]], rank: dict[_Node, int]) -> list[_Node] | list[tuple[_Node, _Node]]:
+  """Every node after the nodes it depends on (visited in `rank` order), or, when there is none, the edges of a cycle
+  as (node, the node it needs) pairs. Iterative: a schedule can be longer than Python's recursion limit."""
+  done: dict[_Node, None] = {}
+  on_path: set[_Node] = set()
+  for start in sorted(deps, key=rank.__getitem__):
+    if start in done:
+      continue
+    stack = [(start, iter(sorted(deps[start], key=rank.__getitem__)))]
+    on_path.add(start)
+    while stack:
+      node, it = stack[-1]
+      if (nxt := next(it, None)) is None:
+        stack.pop()
+        on_path.discard(node)
+        done[node] = None
+      elif nxt in on_path:
+        path = [n for n, _ in stack]
+        cycle = path[path.index(nxt):]
+        return [*itertools.pairwise(cycle), (node, nxt)]
+      elif nxt not in done:
+        on_path.add(nxt)
+        stack.append((nxt, iter(sorted(deps[nxt], key=rank.__getitem__))))
+  return list(done)
 
 
 def _order(items: dict[LazyBuffer, ScheduleItem], reads: dict[LazyBuffer, set[LazyBuffer]],
-           inners: dict[LazyBuffer, tuple[LazyBuffer, ...]]) -> list[ScheduleItem]:
+           inners: dict[LazyBuffer, tuple[LazyBuffer, ...]], slots: dict[LazyBuffer, dict[LazyBuffer, int]]) -> list[ScheduleItem]:
   """Items after the items whose outputs they read, and each ASSIGN (also one stored by another's kernel) after every
-  item that reads the old value of the buffer it overwrites (in place, so those reads must happen first)."""
-  deps: dict[LazyBuffer, set[LazyBuffer]] = {b: {r for r in rs if r in items} for b, rs in reads.items()}
+  item that reads the old value of the buffer it overwrites (in place, so those reads must happen first).
+
+  Assigns whose kernels read each other's old values (an optimizer step where x's update reads W and W's reads x, a
+  swap, a ring) can't all run before each other: one reader then reads a COPY of the old value made before the
+  overwrite instead (a rewritten ScheduleItem in `items`), which breaks the cycle. `slots` gives each item's argument
+  index per base it loads."""
+  data: dict[_Node, set[_Node]] = {b: {r for r in rs if r in items} for b, rs in reads.items()}
+  olds: dict[LazyBuffer, dict[LazyBuffer, set[LazyBuffer]]] = {}  # assign item -> reader item -> the old bases it reads
+  writers: dict[LazyBuffer, set[LazyBuffer]] = {}  # old base -> the items that overwrite its buffer
   for a in items:
     for w in (a, *inners.get(a, ())):
       if w.op is MetaOps.ASSIGN:
         old = w.srcs[1].base
-        deps[a] |= {r for r, rs in reads.items() if old in rs and r is not a}
-  done: dict[LazyBuffer, None] = {}
+        writers.setdefault(old, set()).add(a)
+        for r, rs in reads.items():
+          if old in rs and r is not a:
+            olds.setdefault(a, {}).setdefault(r, set()).add(old)
+  kept: dict[LazyBuffer, _Keep] = {}  # old base -> the copy of it made before it is overwritten
+  rank: dict[_Node, int] = {b: i for i, b in enumerate(items)}
+  while True:
+    deps = {b: ds | set(olds.get(b, {})) if isinstance(b, LazyBuffer) else ds for b, ds in data.items()}  # type: ignore[arg-type]
+    found = _toposort(deps, rank)
+    if not found or not isinstance(found[0], tuple):
+      return [n.si if isinstance(n, _Keep) else items[n] for n in found]  # type: ignore[union-attr,index]
+    _break_cycle(found, items, data, olds, writers, kept, rank, slots)  # type: ignore[arg-type]
 
-  rank = {b: i for i, b in enumerate(items)}
-  for b in items:
-    _visit_deps(b, set(), deps, rank, done)
-  return [items[b] for b in done]
 
+def _needs_data(r: _Node, a: _Node, data: dict[_Node, set[_Node]]) -> bool:
+  """Whether item r needs item a's result, directly or through others."""
+  stack, seen = [r], {r}
+  while stack:
+    for d in data[stack.pop()]:
+      if d is a:
+        return True
+      if d not in seen:
+        seen.add(d)
+        stack.append(d)
+  return False
+
+
+def _break_cycle(cycle: list[tuple[_Node, _Node]], items: dict[LazyBuffer, ScheduleItem], data: dict[_Node, set[_Node]],
+                 olds: dict[LazyBuffer, dict[LazyBuffer, set[LazyBuffer]]], writers: dict[LazyBuffer, set[LazyBuffer]],
+                 kept: dict[LazyBuffer, _Keep], rank: dict[_Node, int], slots: dict[LazyBuffer, dict[LazyBuffer, int]]) -> None:
+  """Make one reader on `cycle` that must run before an assign only to read the old value, read a copy of it instead."""
+  for a, r in cycle:
+    if not isinstance(a, LazyBuffer) or not isinstance(r, LazyBuffer) or r in data[a] or r not in olds.get(a, {}):
+      continue  # a data edge: r's result is needed
+    if _needs_data(r, a, data):
+      # r reads the buffer's old value and (through others) its new one: tinygrad raises for this diamond, and so do we
+      continue
+    si = items[r]
+    bases = [o for o in olds[a][r] if slots[r][o] >= len(si.outputs)]
+    if not bases:
+      continue
+    bufs = list(si.bufs)
+    for o in bases:
+      if (k := kept.get(o)) is None:
+        keep = Buffer(o.buffer.device, o.buffer.size, o.buffer.dtype)
+        k = kept[o] = _Keep(ScheduleItem(LazyOp(MetaOps.COPY, (), keep.nbytes), (keep, o.buffer)))
+        data[k], rank[k] = set(), -1
+        for w in writers[o]:
+          data[w].add(k)  # the copy reads the old value: before every kernel that overwrites it
+      bufs[slots[r][o]] = k.si.bufs[0]
+      data[r].add(k)
+      for rd in olds.values():  # r reads the old value no more
+        if (got := rd.get(r)) is not None:
+          got.discard(o)
+          if not got:
+            del rd[r]
+    items[r] = ScheduleItem(si.ast, tuple(bufs), si.var_vals)
+    return
+  raise RuntimeError("the schedule has a cycle: a buffer is overwritten (assign) while a value that depends on the new data reads the old")

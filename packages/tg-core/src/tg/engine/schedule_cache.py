@@ -20,6 +20,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tg.dtype import DType
 from tg.lazy import LazyBuffer
 from tg.ops import LazyOp
 from tg.settings import FUSE_REDUCE, NEST_REDUCE, SCHEDULE_CACHE
@@ -32,8 +33,10 @@ MAX_PLANS = 4096  # distinct structures kept (the oldest goes first): a model ha
 @dataclass(frozen=True)
 class Plan:
   items: tuple[tuple[LazyOp, tuple[int, ...]], ...]  # each ScheduleItem's AST and the numbers of the bases owning its buffers
+  # (a negative number -1-k: the k-th temporary, a buffer no base owns, e.g. a copy that keeps an old value for a reader)
   bases: tuple[int, ...]                              # the bases the schedule computes: their graphs are dropped
   olds: tuple[tuple[int, int], ...]                   # per ASSIGN: its item's position and the number of the old value's base
+  temps: tuple[tuple[str, int, DType], ...] = ()      # each temporary's device, size and dtype: a new Buffer per use
 
 
 _plans: dict[Hashable, Plan] = {}
@@ -93,10 +96,16 @@ def record(key: Hashable, nodes: list[LazyBuffer], items: Sequence[tuple[LazyOp,
   for n, b in enumerate(nodes):
     owner.setdefault(id(b.buffer), n)
   number = {b: n for n, b in enumerate(nodes)}
+  temps: list[tuple[str, int, DType]] = []
+  for _, bufs, _ in items:
+    # a temporary is first written by an item of the schedule (any other buffer no base owns can't be named: no plan)
+    if id(bufs[0]) not in owner:
+      owner[id(bufs[0])] = -1 - len(temps)
+      temps.append((bufs[0].device, bufs[0].size, bufs[0].dtype))
   try:
     plan = Plan(tuple((ast, tuple(owner[id(buf)] for buf in bufs)) for ast, bufs, var_vals in items if not var_vals),
-                tuple(number[b] for b in bases), tuple((pos, number[ref()]) for pos, ref in olds))  # type: ignore[index]
-  except KeyError:  # a buffer no base of the graph owns: nothing to name it by, so no plan
+                tuple(number[b] for b in bases), tuple((pos, number[ref()]) for pos, ref in olds), tuple(temps))  # type: ignore[index]
+  except KeyError:  # a buffer read that neither a base of the graph owns nor an earlier item writes: nothing to name it by, so no plan
     return
   if len(plan.items) != len(items):
     return  # symbolic values after all: not cached
