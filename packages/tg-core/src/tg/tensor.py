@@ -76,12 +76,12 @@ def _host_array(data: Any, dtype: DType | None) -> Any:
 
 
 def _from_host(data: Any, dtype: DType | None, device: str) -> LazyBuffer:
-  """Copy host data (a list, numpy array or bytes) into a new buffer on `device`."""
+  """Copy host data (a list, numpy array or scalar, or bytes) into a new buffer on `device`."""
   import numpy as np
   if isinstance(data, bytes):
     arr = np.frombuffer(data, dtype=np.uint8)
-  elif isinstance(data, np.ndarray):
-    arr = data
+  elif isinstance(data, (np.ndarray, np.generic)):
+    arr = np.asarray(data)  # a numpy scalar (np.float32(1.5)) is a 0-d array of its dtype
   else:
     arr = _host_array(data, dtype)
   if arr.dtype == object:
@@ -162,11 +162,14 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     self._ctx: F.Function | None = None
     if isinstance(data, LazyBuffer):
       lb = data if dtype is None or dtype == data.dtype else data.cast(dtype)
+    elif type(data).__module__ == "numpy":
+      # before Python numbers: np.float64 is a float, but a numpy scalar keeps its own dtype (as a 0-d array and torch do)
+      lb = _from_host(data, dtype, device)
     elif isinstance(data, (bool, int, float)):
       lb = LazyBuffer.full(data, (), dtype or dtypes.from_py(data), device)
     elif data is None:
       lb = LazyBuffer.full(0, (0,), dtype or dtypes.default_float, device)
-    elif isinstance(data, (list, tuple, bytes)) or type(data).__module__ == "numpy":
+    elif isinstance(data, (list, tuple, bytes)):
       lb = _from_host(data, dtype, device)
     else:
       raise TypeError(f"can't make a Tensor from {type(data).__name__}: use a number, list, bytes or numpy array")

@@ -54,6 +54,13 @@ class StateDictKeyError(KeyError):
     return str(self.args[0]) if self.args else ""
 
 
+def _shapes_fit(have: tuple[Any, ...], want: tuple[Any, ...]) -> bool:
+  """Whether a stored value of shape `have` loads into a tensor of shape `want`: the same shape, or one element stored
+  0-d where the model has (1,) or the other way round (torch saves BatchNorm's num_batches_tracked 0-d, tinygrad and tg
+  keep it (1,)). Nothing looser: any other mismatch is a wrong checkpoint."""
+  return have == want or {have, want} == {(), (1,)}
+
+
 def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = False, consume: bool = False) -> None:
   """Give each of `model`'s tensors (named as get_state_dict names them) the value stored under its name.
 
@@ -69,7 +76,7 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
     raise StateDictKeyError(f"load_state_dict(strict=True): the state dict doesn't match the model: "
                    f"missing keys {missing}, unexpected keys {unexpected}")
   for k, v in model_state.items():
-    if k in state_dict and tuple(state_dict[k].shape) != tuple(v.shape):
+    if k in state_dict and not _shapes_fit(tuple(state_dict[k].shape), tuple(v.shape)):
       raise ValueError(f"load_state_dict: shape mismatch for {k!r}: the state dict has {tuple(state_dict[k].shape)}, "
                        f"the model has {tuple(v.shape)}")
   start_mem, st = GlobalCounters.mem_used, time.perf_counter()
@@ -79,7 +86,7 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
       if verbose:
         print(f"load_state_dict: not loading {k} (not in the state dict)")
       continue
-    v.assign(state_dict[k].to(v.device).cast(v.dtype))
+    v.assign(state_dict[k].to(v.device).cast(v.dtype).reshape(v.shape))
     loaded.append(v)
     if consume:
       del state_dict[k]
