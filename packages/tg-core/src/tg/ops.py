@@ -81,15 +81,16 @@ class LazyOp:
   src: tuple[LazyOp, ...] = ()
   arg: Any = None
 
+  # An AST is a DAG: a value used twice by a value used twice... Hashing and comparing go through each node once (its
+  # hash is made from its sources' cached hashes; equality remembers the pairs it compared), never once per path.
   def __post_init__(self) -> None:
-    object.__setattr__(self, "_key", (self.op, tuple(s._key for s in self.src), self.arg))  # type: ignore[attr-defined]
-    object.__setattr__(self, "_hash", hash(self._key))  # type: ignore[attr-defined]
+    object.__setattr__(self, "_hash", hash((self.op, self.src, self.arg)))
 
   def __hash__(self) -> int:
     return self._hash  # type: ignore[attr-defined,no-any-return]
 
   def __eq__(self, other: object) -> bool:
-    return isinstance(other, LazyOp) and self._key == other._key  # type: ignore[attr-defined]
+    return isinstance(other, LazyOp) and _same_ast(self, other, set())
 
   @property
   def dtype(self) -> DType:
@@ -225,3 +226,14 @@ def _round_float(dtype: DType, x: float) -> float:
     return struct.unpack(fmt, struct.pack(fmt, x))[0]  # type: ignore[no-any-return]
   except OverflowError:
     return math.copysign(math.inf, x)
+
+
+def _same_ast(a: LazyOp, b: LazyOp, seen: set[tuple[int, int]]) -> bool:
+  if a is b:
+    return True
+  if a._hash != b._hash or a.op is not b.op or len(a.src) != len(b.src) or a.arg != b.arg:  # type: ignore[attr-defined]
+    return False
+  if (id(a), id(b)) in seen:
+    return True
+  seen.add((id(a), id(b)))
+  return all(_same_ast(x, y, seen) for x, y in zip(a.src, b.src))

@@ -71,13 +71,21 @@ AXIS_KIND_NAMES = {GLOBAL: "global", REDUCE: "reduce", UPCAST: "upcast", UNROLL:
 
 
 def _map_sts(ast: LazyOp, fxn: object) -> LazyOp:
-  """The AST with every buffer's ShapeTracker replaced by fxn(st)."""
+  """The AST with every buffer's ShapeTracker replaced by fxn(st). Each node is mapped once (an AST is a DAG: a node
+  shared by many parents must not be rebuilt once per path to it)."""
+  done: dict[LazyOp, LazyOp] = {}
+
   def rec(op: LazyOp) -> LazyOp:
+    if (hit := done.get(op)) is not None:
+      return hit
     if op.op in BufferOps:
       arg = op.arg
       new = MemBuffer(arg.idx, arg.dtype, fxn(arg.st)) if isinstance(arg, MemBuffer) else ConstBuffer(arg.val, arg.dtype, fxn(arg.st))  # type: ignore[operator]
-      return LazyOp(op.op, tuple(rec(s) for s in op.src), new)
-    return LazyOp(op.op, tuple(rec(s) for s in op.src), op.arg)
+      out = LazyOp(op.op, tuple(rec(s) for s in op.src), new)
+    else:
+      out = LazyOp(op.op, tuple(rec(s) for s in op.src), op.arg)
+    done[op] = out
+    return out
   return rec(ast)
 
 

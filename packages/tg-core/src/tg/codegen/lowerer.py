@@ -296,6 +296,7 @@ class Lowerer:
     self.idt = idt
     # the kernel's symbolic sizes are arguments: one DEFINE_VAR per Variable (an int32 argument, widened to the index dtype)
     self.ctx: dict[Variable, UOp] = {}
+    self._lowered: dict[tuple[LazyOp, tuple[Node, ...], int, int], tuple[UOp, dict[Variable, UOp]]] = {}
     # (also those only in a buffer's offset or mask: a KV cache written at a symbolic start_pos)
     st_vars = [op.arg.st.vars() for op in self.ast.lazyops() if op.op in (BufferOps.LOAD, BufferOps.CONST, BufferOps.STORE)]
     for v in sorted(set().union(*[s.vars() for s in self.full_shape if isinstance(s, Node)], *st_vars), key=lambda v: v.expr):
@@ -541,6 +542,16 @@ class Lowerer:
     return _bf16_to_float(ld) if ldt.scalar() != op.arg.dtype else ld
 
   def _lower(self, op: LazyOp, idxs: list[Node]) -> UOp:
+    """`op`'s value at `idxs`, lowered once per (node, indices, loop context): an AST is a DAG, and a value used k times
+    by values used k times would otherwise be lowered k^depth times (x*x + x nested 8 deep took minutes)."""
+    key = (op, tuple(idxs), id(self.ctx), getattr(self, "tc_elem", 0))
+    if (hit := self._lowered.get(key)) is not None:
+      return hit[0]
+    out = self._lower_uncached(op, idxs)
+    self._lowered[key] = (out, self.ctx)  # holding the context keeps its id from being reused by another
+    return out
+
+  def _lower_uncached(self, op: LazyOp, idxs: list[Node]) -> UOp:
     if op.op is BufferOps.LOAD or op.op is BufferOps.CONST:
       nidx, nvalid, lanes = self._lane_exprs(op.arg.st, idxs)
       if lanes is None:  # the same element in every lane: a scalar
