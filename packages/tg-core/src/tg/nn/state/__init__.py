@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tg.device import is_dtype_supported
 from tg.helpers import GlobalCounters
 from tg.nn.state._common import WeightsFileError
 from tg.nn.state.gguf import ggml_data_to_tensor, ggml_dequantize, gguf_load
@@ -54,6 +55,14 @@ class StateDictKeyError(KeyError):
     return str(self.args[0]) if self.args else ""
 
 
+def _moved(src: Tensor, v: Tensor) -> Tensor:
+  """`src` on `v`'s device in `v`'s dtype. A dtype the device can't compute with (torch's int64 num_batches_tracked on
+  WEBGPU) is converted by numpy on the host instead of by a kernel there."""
+  if src.dtype != v.dtype and not is_dtype_supported(src.dtype, v.device) and v.dtype.np is not None:
+    return Tensor(src.numpy().astype(v.dtype.np), device=v.device)
+  return src.to(v.device).cast(v.dtype)
+
+
 def _shapes_fit(have: tuple[Any, ...], want: tuple[Any, ...]) -> bool:
   """Whether a stored value of shape `have` loads into a tensor of shape `want`: the same shape, or one element stored
   0-d where the model has (1,) or the other way round (torch saves BatchNorm's num_batches_tracked 0-d, tinygrad and tg
@@ -86,7 +95,7 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
       if verbose:
         print(f"load_state_dict: not loading {k} (not in the state dict)")
       continue
-    v.assign(state_dict[k].to(v.device).cast(v.dtype).reshape(v.shape))
+    v.assign(_moved(state_dict[k], v).reshape(v.shape))
     loaded.append(v)
     if consume:
       del state_dict[k]
