@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from tg import Tensor
+from tg import Tensor, TinyJit
 from tg.helpers import GlobalCounters
 from tg.nn.optim import SGD, Adam
 
@@ -168,3 +168,29 @@ def test_matmul_grads_of_two_layers() -> None:
       topt.step()
   np.testing.assert_allclose(w1.numpy(), tw1.detach().numpy(), rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(w2.numpy(), tw2.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_jitted_step_replays_the_copy() -> None:
+  # the copy that keeps an old value is captured with the kernels and replayed (a fresh temporary per schedule)
+  x, w = Tensor(X0.copy(), requires_grad=True), Tensor(W0.copy(), requires_grad=True)
+  opt = SGD([x, w], lr=0.3)
+  tx, tw = torch.tensor(X0, requires_grad=True), torch.tensor(W0, requires_grad=True)
+  topt = torch.optim.SGD([tx, tw], lr=0.3)
+
+  @TinyJit
+  def step() -> Tensor:
+    opt.zero_grad()
+    loss = (x * w).sum()
+    loss.backward()
+    opt.step()
+    return loss.realize()
+
+  with Tensor.train():
+    for _ in range(5):
+      got = step().item()
+      topt.zero_grad()
+      (want := (tx * tw).sum()).backward()
+      topt.step()
+      assert got == pytest.approx(want.item(), rel=1e-5)
+  np.testing.assert_allclose(x.numpy(), tx.detach().numpy(), rtol=1e-5)
+  np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-5)
