@@ -194,3 +194,20 @@ def test_jitted_step_replays_the_copy() -> None:
       assert got == pytest.approx(want.item(), rel=1e-5)
   np.testing.assert_allclose(x.numpy(), tx.detach().numpy(), rtol=1e-5)
   np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-5)
+
+
+def test_held_old_value_shares_the_cycle_copy() -> None:
+  # x.grad is W's old value and W.grad x's: both are held, so both old values need a copy; the copy that breaks the
+  # cycle is one of them (2 copies and 2 in-place kernels, not 3 copies)
+  x, w = Tensor(X0.copy(), requires_grad=True), Tensor(W0.copy(), requires_grad=True)
+  opt = SGD([x, w], lr=1.1)
+  with Tensor.train():
+    (x * w).sum().backward()
+    assert x.grad is not None and w.grad is not None
+    kc = GlobalCounters.kernel_count
+    opt.step()
+    assert GlobalCounters.kernel_count - kc == 4
+    np.testing.assert_allclose(x.grad.numpy(), W0)  # the gradients still read the old values
+    np.testing.assert_allclose(w.grad.numpy(), X0)
+  np.testing.assert_allclose(x.numpy(), X0 - 1.1 * W0, rtol=1e-6)
+  np.testing.assert_allclose(w.numpy(), W0 - 1.1 * X0, rtol=1e-6)

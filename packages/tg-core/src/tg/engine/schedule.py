@@ -403,16 +403,17 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     graphviz.add_schedule({**reads, **{inner: set() for inner in nested}})
   # reading a nested reduction means waiting for the kernel that computes it
   reads = {b: {nested.get(r, r) for r in rs} for b, rs in reads.items()}
-  schedule = _order(items, reads, inners, slots)
-  olds = [(items[a], weakref.ref(a.srcs[1].base)) for a in items if a.op is MetaOps.ASSIGN]
-  olds += [(items[k], weakref.ref(n.srcs[1].base)) for k, ns in inners.items() for n in ns if n.op is MetaOps.ASSIGN]
+  keeps: dict[LazyBuffer, Buffer] = {}  # old value -> the copy of it a cycle made _order keep
+  schedule = _order(items, reads, inners, slots, keeps)
+  olds = [(items[a], weakref.ref(a.srcs[1].base), keeps.get(a.srcs[1].base)) for a in items if a.op is MetaOps.ASSIGN]
+  olds += [(items[k], weakref.ref(n.srcs[1].base), keeps.get(n.srcs[1].base)) for k, ns in inners.items() for n in ns if n.op is MetaOps.ASSIGN]
   if found is not None:
     position = {id(si): p for p, si in enumerate(schedule)}
     schedule_cache.record(found[0], found[1], [(si.ast, si.bufs, si.var_vals) for si in schedule], bases,
-                          [(position[id(si)], ref) for si, ref in olds])
+                          [(position[id(si)], ref, kept) for si, ref, kept in olds])
     found[1].clear()
   # with the builders' memos and the numbered bases: nothing here may keep a value alive past this point
-  del items, fused, reads, slots, nested, inners, realized, found
+  del items, fused, reads, slots, keeps, nested, inners, realized, found
   return _finish(schedule, bases, olds)
 
 
@@ -421,12 +422,15 @@ def _from_plan(plan: schedule_cache.Plan, nodes: list[LazyBuffer]) -> list[Sched
   temps = [Buffer(*spec) for spec in plan.temps]  # fresh each time, as the scheduler makes them
   schedule = [ScheduleItem(ast, tuple(nodes[n].buffer if n >= 0 else temps[-1 - n] for n in bufs)) for ast, bufs in plan.items]
   bases = [nodes[n] for n in plan.bases]
-  olds = [(schedule[p], weakref.ref(nodes[n])) for p, n in plan.olds]
+  olds = [(schedule[p], weakref.ref(nodes[n]), temps[-1 - k] if k is not None else None) for p, n, k in plan.olds]
   nodes.clear()  # the caller's reference to the list must not keep the old values alive either
   return _finish(schedule, bases, olds)
 
 
-def _finish(schedule: list[ScheduleItem], bases: list[LazyBuffer], olds: list[tuple[ScheduleItem, weakref.ref[LazyBuffer]]]) -> list[ScheduleItem]:
+_Old = tuple[ScheduleItem, weakref.ref[LazyBuffer], Buffer | None]  # an ASSIGN's item, its old value, a copy of it made already
+
+
+def _finish(schedule: list[ScheduleItem], bases: list[LazyBuffer], olds: list[_Old]) -> list[ScheduleItem]:
   with hold_sigint():  # a Ctrl-C in here would leave a base with neither its graph nor its work
     # the schedule now owns the work: its buffers are pending until their items ran, and the graph is dropped so
     # memory is freed as it runs
@@ -437,7 +441,7 @@ def _finish(schedule: list[ScheduleItem], bases: list[LazyBuffer], olds: list[tu
     return _keep_old_values(work, olds)
 
 
-def _keep_old_values(work: pending.PendingWork, olds: list[tuple[ScheduleItem, weakref.ref[LazyBuffer]]]) -> list[ScheduleItem]:
+def _keep_old_values(work: pending.PendingWork, olds: list[_Old]) -> list[ScheduleItem]:
   """An in-place ASSIGN overwrites its target's buffer. If something not computed in this schedule still reads
   the old value (a loss computed lazily before an optimizer step, a view a user holds, a tensor that is the old
   value itself), the old value moves to a buffer of its own first, so every lazy value keeps meaning what it
@@ -445,8 +449,9 @@ def _keep_old_values(work: pending.PendingWork, olds: list[tuple[ScheduleItem, w
 
   Runs after the scheduled graph is dropped, so only what is held from outside is still alive: the `w + 1` inlined
   into the kernel of `w.assign(w + 1)` is gone unless someone holds it, and so is the old value itself. So the old
-  value is held exactly when its LazyBuffer is alive (a reference cycle not yet collected only costs a copy)."""
-  for si, ref in olds:
+  value is held exactly when its LazyBuffer is alive (a reference cycle not yet collected only costs a copy). When _order
+  already copied the old value to break a cycle, that copy serves."""
+  for si, ref, made in olds:
     if (old := ref()) is None:
       continue  # nobody can ask for the old value any more
     readers: list[LazyBuffer] = []
@@ -455,8 +460,9 @@ def _keep_old_values(work: pending.PendingWork, olds: list[tuple[ScheduleItem, w
       # torch, the tensors over it and their views see the write; only values computed from the old one keep it
       if not (readers := [r for r in old.readers if r._base is None and r.op is not None and r.op is not MetaOps.ASSIGN]):
         continue
-    keep = Buffer(old.buffer.device, old.buffer.size, old.buffer.dtype)
-    work.add(ScheduleItem(LazyOp(MetaOps.COPY, (), keep.nbytes), (keep, old.buffer)), before=si)
+    if (keep := made) is None:
+      keep = Buffer(old.buffer.device, old.buffer.size, old.buffer.dtype)
+      work.add(ScheduleItem(LazyOp(MetaOps.COPY, (), keep.nbytes), (keep, old.buffer)), before=si)
     if not readers:
       old.set_buffer(keep)
     else:
@@ -512,14 +518,15 @@ def _toposort(deps: dict[_Node, set[_Node]], rank: dict[_Node, int]) -> list[_No
 
 
 def _order(items: dict[LazyBuffer, ScheduleItem], reads: dict[LazyBuffer, set[LazyBuffer]],
-           inners: dict[LazyBuffer, tuple[LazyBuffer, ...]], slots: dict[LazyBuffer, dict[LazyBuffer, int]]) -> list[ScheduleItem]:
+           inners: dict[LazyBuffer, tuple[LazyBuffer, ...]], slots: dict[LazyBuffer, dict[LazyBuffer, int]],
+           keeps: dict[LazyBuffer, Buffer]) -> list[ScheduleItem]:
   """Items after the items whose outputs they read, and each ASSIGN (also one stored by another's kernel) after every
   item that reads the old value of the buffer it overwrites (in place, so those reads must happen first).
 
   Assigns whose kernels read each other's old values (an optimizer step where x's update reads W and W's reads x, a
   swap, a ring) can't all run before each other: one reader then reads a COPY of the old value made before the
   overwrite instead (a rewritten ScheduleItem in `items`), which breaks the cycle. `slots` gives each item's argument
-  index per base it loads."""
+  index per base it loads; `keeps` gets each copied old value's copy."""
   data: dict[_Node, set[_Node]] = {b: {r for r in rs if r in items} for b, rs in reads.items()}
   olds: dict[LazyBuffer, dict[LazyBuffer, set[LazyBuffer]]] = {}  # assign item -> reader item -> the old bases it reads
   writers: dict[LazyBuffer, set[LazyBuffer]] = {}  # old base -> the items that overwrite its buffer
@@ -537,6 +544,7 @@ def _order(items: dict[LazyBuffer, ScheduleItem], reads: dict[LazyBuffer, set[La
     deps = {b: ds | set(olds.get(b, {})) if isinstance(b, LazyBuffer) else ds for b, ds in data.items()}  # type: ignore[arg-type]
     found = _toposort(deps, rank)
     if not found or not isinstance(found[0], tuple):
+      keeps.update({o: k.si.bufs[0] for o, k in kept.items()})
       return [n.si if isinstance(n, _Keep) else items[n] for n in found]  # type: ignore[union-attr,index]
     _break_cycle(found, items, data, olds, writers, kept, rank, slots)  # type: ignore[arg-type]
 
