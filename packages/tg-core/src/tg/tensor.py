@@ -146,6 +146,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
 
   Operations build a lazy graph; `realize()` (or reading the data) runs it.
   """
+  # numpy's operators step aside for a Tensor (`np.float64(2) * t` calls t.__rmul__, not numpy's elementwise loop)
+  __array_ufunc__ = None
+
   __slots__ = ("_ctx", "grad", "lazydata", "requires_grad")
   # `Tensor.training` and `Tensor.no_grad` are switches held by the metaclass (see _Switch)
   training: ClassVar[_Switch]
@@ -838,6 +841,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def _broadcasted(self, y: Tensor | Scalar, reverse: bool = False) -> tuple[Tensor, Tensor]:
     x: Tensor = self
     if not isinstance(y, Tensor):
+      if type(y).__module__ == "numpy" and getattr(y, "ndim", None) == 0:  # a numpy scalar acts as the Python number (torch)
+        y = y.item()  # type: ignore[union-attr]
       if not isinstance(y, (bool, int, float)):
         raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
       # a Python scalar takes the tensor's dtype unless its kind is wider (float with an int tensor, int with bool)
