@@ -15,7 +15,7 @@ from tg.helpers import DEBUG
 from tg_cuda import __version__
 from tg_cuda.bundle import CUDABinary
 from tg_cuda.mock.build import FLAGS, INCLUDE_DIR, LIBS, SHIM, MockBuild, host_cxx_version
-from tg_cuda.nvrtc import compile_cuda, nvrtc_version
+from tg_cuda.nvrtc import compile_cuda, first_compile, nvrtc_version
 from tg_cuda.ptxas import assemble, usable_ptxas
 
 # no fused multiply-add contraction: the renderer declares strict_float, and the CPU build of mock mode
@@ -40,6 +40,7 @@ class CUDACompiler(Compiler):
     self.arch, self.mock = arch, mock
     self.headers = _headers()
     nvrtc = nvrtc_version()
+    first_compile()  # NVRTC's one compile with its own exit(4) SIGINT handler happens now, not in a user's realize
     self.ptxas = usable_ptxas(nvrtc)
     if self.ptxas is not None and driver_cuda is not None and self.ptxas[1][0] > driver_cuda[0]:
       # a cubin of a newer major CUDA release may not load on this driver; NVRTC's own (12.x) always does
