@@ -676,6 +676,12 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @property
   def T(self) -> Tensor: return self.transpose()
 
+  def t(self) -> Tensor:
+    """torch's t(): a matrix transposed; 0-d and 1-d tensors as they are."""
+    if self.ndim > 2:
+      raise TgArgumentError(f"t() expects a tensor of at most 2 dims, this one has shape {self.shape}: use transpose(a, b) or permute")
+    return self if self.ndim < 2 else self.transpose()
+
   def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if self.ndim == 0:
       return self.reshape(1)
@@ -1012,6 +1018,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       return self._zero_grad(Tensor.full(self.shape, max_, device=self.device).cast(least_upper_dtype(self.dtype, dtypes.from_py(max_))))
     ret = self if min_ is None else (self < min_).where(min_, self)
     return ret if max_ is None else (self > max_).where(max_, ret)
+
+  def clamp(self, min: Scalar | None = None, max: Scalar | None = None) -> Tensor:
+    """torch's name (and argument names) for clip."""
+    return self.clip(min, max)
 
   def rshift(self, bits: int) -> Tensor:
     from tg.ops import BinaryOps

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tg.dtype import dtypes
+from tg.errors import DTypeError, ShapeError, TgArgumentError
 from tg.helpers import make_pair
 
 if TYPE_CHECKING:
@@ -29,6 +30,10 @@ class NNMixin:
     """Like clip, but the gradient at the bounds is 0 (torch's hardtanh; clip/clamp pass it)."""
     return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
   def softsign(self: Tensor) -> Tensor: return self / (1 + self.abs())  # type: ignore[misc]
+
+  def selu(self: Tensor) -> Tensor:  # type: ignore[misc]
+    """scale * elu(x, alpha) with the constants of Klambauer et al. (torch's selu)."""
+    return 1.0507009873554804934193349852946 * self.elu(1.6732632423543772848170429916717)
 
   def celu(self: Tensor, alpha: float = 1.0) -> Tensor:  # type: ignore[misc]
     return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
@@ -223,6 +228,34 @@ class NNMixin:
     smooth = -keep.where(log_probs.mean(-1), 0.0).sum()
     return ((1 - label_smoothing) * nll + label_smoothing * smooth) / keep.sum().maximum(1)
 
+  def nll_loss(self: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100,  # type: ignore[misc]
+               reduction: str = "mean") -> Tensor:
+    """torch.nn.functional.nll_loss: `self` holds log-probabilities with the classes on axis 1 ((N, C), (N, C, d1, ...),
+    or (C,) for one sample), `target` the class of each sample. A target equal to `ignore_index` counts for nothing;
+    `weight` (C,) weighs each class, and "mean" divides by the summed weights of the counted targets (nan if none)."""
+    return _nll(self, target, weight, ignore_index, reduction, 0.0)
+
+  def cross_entropy(self: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100,  # type: ignore[misc]
+                    reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """torch.nn.functional.cross_entropy of logits `self` (classes on axis 1, as nll_loss) against class indices, or
+    against class probabilities of self's shape (a float `target`). label_smoothing mixes in the uniform target."""
+    if reduction not in ("mean", "sum", "none"):
+      raise TgArgumentError(f"reduction must be 'mean', 'sum' or 'none', not {reduction!r}")
+    if not 0.0 <= label_smoothing <= 1.0:
+      raise TgArgumentError(f"label_smoothing must be in [0, 1], not {label_smoothing}")
+    class_axis = 0 if self.ndim == 1 else 1
+    logp = self.log_softmax(class_axis)
+    if dtypes.is_float(target.dtype):  # probabilities
+      if target.shape != self.shape:
+        raise ShapeError(f"cross_entropy with class probabilities needs a target of the input's shape {self.shape}, not {target.shape}")
+      from tg.tensor import _concrete
+      n_classes = _concrete(self.shape[class_axis])
+      probs = target * (1 - label_smoothing) + label_smoothing / n_classes if label_smoothing else target
+      w = 1.0 if weight is None else weight.reshape(n_classes, *([1] * (self.ndim - class_axis - 1)))
+      loss = -(probs * logp * w).sum(class_axis)
+      return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.mean()
+    return _nll(logp, target, weight, ignore_index, reduction, label_smoothing)
+
   def binary_crossentropy(self: Tensor, y: Tensor) -> Tensor:  # type: ignore[misc]
     """Mean of -(y log p + (1-y) log(1-p)) for probabilities p = self (logs clamped at -100, as torch)."""
     return -(y * self.log().maximum(-100) + (1 - y) * (1 - self).log().maximum(-100)).mean()
@@ -230,3 +263,30 @@ class NNMixin:
   def binary_crossentropy_logits(self: Tensor, y: Tensor) -> Tensor:  # type: ignore[misc]
     """binary_crossentropy of sigmoid(self), computed without overflow."""
     return (self * (1 - y) + (-self).softplus()).mean()
+
+
+def _nll(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int, reduction: str, smoothing: float) -> Tensor:
+  """nll_loss, with torch's label smoothing for cross_entropy: each counted sample adds smoothing/C times minus its
+  weighted log-probabilities summed over the classes, reduced with nll's own denominator."""
+  if reduction not in ("mean", "sum", "none"):
+    raise TgArgumentError(f"reduction must be 'mean', 'sum' or 'none', not {reduction!r}")
+  if dtypes.is_float(target.dtype):
+    raise DTypeError(f"nll_loss needs integer class indices as target, not {target.dtype}")
+  one = logp.ndim == 1
+  lp, tgt = (logp.unsqueeze(0), target.unsqueeze(0)) if one else (logp, target)
+  if lp.ndim < 2 or tgt.shape != (lp.shape[0], *lp.shape[2:]):
+    raise ShapeError(f"nll_loss: input {logp.shape} (classes on axis 1) needs a target of shape {(lp.shape[0], *lp.shape[2:])}, not {target.shape}")
+  from tg.tensor import _concrete
+  n_classes = _concrete(lp.shape[1])
+  lp = lp.permute(0, *range(2, lp.ndim), 1)  # classes last
+  keep = tgt != ignore_index
+  pick = tgt.one_hot(n_classes).cast(dtypes.bool) & keep.unsqueeze(-1)
+  w = keep.cast(lp.dtype) if weight is None else pick.where(weight, 0.0).sum(-1)
+  # picked with where, not multiplied by a 0/1 mask: another class's -inf log-probability times 0 would be nan
+  loss = -pick.where(lp, 0.0).sum(-1) * (1.0 if weight is None else w)
+  if smoothing:
+    smooth = -keep.where((lp if weight is None else lp * weight).sum(-1), 0.0)
+    loss = (1 - smoothing) * loss + smoothing / n_classes * smooth
+  if reduction == "none":
+    return loss[0] if one else loss
+  return loss.sum() if reduction == "sum" else loss.sum() / w.sum()
