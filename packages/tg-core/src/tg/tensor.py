@@ -1230,7 +1230,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     if n - correction > 0:
       return (sq / (n - correction)).cast(self._out_float())
     # n - correction <= 0 divides by 0, as torch: inf, with its gradient, or nan where the squares sum to 0 (written as a
-    # constant: a device without strict IEEE floats (WEBGPU) may make 0 * inf a 0)
+    # constant: a device without strict IEEE floats (WGSL's) may make 0 * inf a 0)
     return (sq == 0).where(math.nan, sq / 0).cast(self._out_float())
 
   def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:

@@ -39,7 +39,7 @@ def _stage(x: Tensor) -> Tensor:
 
 # Axes up to this length sort and scan in one pass that compares every pair (O(n^2) work, a few kernels); longer ones
 # use the log-depth networks (O(n log^2 n) or O(n log n) work, but one realized kernel per step, scheduled from
-# Python). On CLANG, sorting (8, 1000) took 16 ms pairwise and 267 ms as a network (55 stages); the two met around
+# Python). On the C CPU device, sorting (8, 1000) took 16 ms pairwise and 267 ms as a network (55 stages); the two met around
 # n = 4096-16384 (noisy, shared machine). 1024 keeps the n^2 pass's work per row at about a million compares.
 NETWORK_ABOVE = 1024
 

@@ -57,7 +57,7 @@ class StateDictKeyError(KeyError):
 
 def _moved(src: Tensor, v: Tensor) -> Tensor:
   """`src` on `v`'s device in `v`'s dtype. A dtype the device can't compute with (torch's int64 num_batches_tracked on
-  WEBGPU) is converted by numpy on the host instead of by a kernel there."""
+  a device without int64) is converted by numpy on the host instead of by a kernel there."""
   if src.dtype != v.dtype and not is_dtype_supported(src.dtype, v.device) and v.dtype.np is not None:
     return Tensor(src.numpy().astype(v.dtype.np), device=v.device)
   return src.to(v.device).cast(v.dtype)
