@@ -307,6 +307,19 @@ def test_setitem_in_graph_gradient():
   np.testing.assert_allclose(gv.grad.numpy(), tv.grad.numpy(), **F32)
 
 
+def test_setitem_of_a_value_that_requires_grad_passes_its_gradient():
+  # z[:3] = x with x a leaf requiring grad: z joins the graph, as torch (its gradient was silently dropped)
+  zs, xs = _uniform((8, 8)), _uniform((8,), seed=1)
+  zt, xt = torch.tensor(zs), torch.tensor(xs, requires_grad=True)
+  zt[:3] = xt
+  (zt * zt).sum().backward()
+  z, x = Tensor(zs), Tensor(xs, requires_grad=True)
+  z[:3] = x
+  (z * z).sum().backward()
+  np.testing.assert_allclose(z.numpy(), zt.detach().numpy(), **F32)
+  np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), **F32)
+
+
 # ---------- gather ----------
 
 

@@ -105,6 +105,12 @@ class _Switch:
   def __bool__(self) -> bool:
     return self.value
 
+  def __eq__(self, other: object) -> bool:  # `Tensor.training == False` as tinygrad programs write it
+    return self.value == other
+
+  def __hash__(self) -> int:
+    return hash(self.value)
+
   def __repr__(self) -> str:
     return str(self.value)
 

@@ -186,7 +186,7 @@ class IndexingMixin:
       # NotImplementedError, tinygrad's class here, is a RuntimeError, torch's
       raise NotImplementedError("can't assign into a leaf tensor that requires grad: use .detach() or do it under Tensor.no_grad")
     v = value if isinstance(value, Tensor) else Tensor(value, device=self.device, dtype=self.dtype)
-    if _basic_index(indices) and v._ctx is None and not self.requires_grad and (target := _writable_target(self, indices)) is not None:
+    if _basic_index(indices) and not v.requires_grad and not self.requires_grad and (target := _writable_target(self, indices)) is not None:
       while v.ndim > target.ndim and v.shape[0] == 1:
         v = v.reshape(v.shape[1:])
       if 0 not in target.shape:

@@ -430,3 +430,10 @@ def test_tensor_from_lists_of_arrays_and_wrapping_ints():
   ints = ints + [-x for x in ints]
   np.testing.assert_equal(Tensor(ints, dtype=dtypes.uint32).numpy(), np.array(ints).astype(np.uint32))
   np.testing.assert_equal(Tensor(ints, dtype=dtypes.int32).numpy(), np.array(ints).astype(np.int32))
+
+
+def test_training_and_no_grad_compare_as_bools():
+  assert Tensor.training == False and Tensor.training != True  # noqa: E712 (tinygrad programs write it so)
+  with Tensor.train():
+    assert Tensor.training == True  # noqa: E712
+  assert Tensor.no_grad == False  # noqa: E712
