@@ -853,7 +853,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def _broadcasted(self, y: Tensor | Scalar, reverse: bool = False) -> tuple[Tensor, Tensor]:
     x: Tensor = self
     if not isinstance(y, Tensor):
-      if type(y).__module__ == "numpy" and getattr(y, "ndim", None) == 0:  # a numpy scalar acts as the Python number (torch)
+      if type(y) not in (float, int, bool) and type(y).__module__ == "numpy" and getattr(y, "ndim", None) == 0:
+        # a numpy scalar acts as the Python number (torch); checked after the common case, a Python number, on this hot path
         y = y.item()  # type: ignore[union-attr]
       if not isinstance(y, (bool, int, float)):
         raise TypeError(f"can't combine a Tensor with {type(y).__name__}")

@@ -18,23 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 from tg.dtype import DType, dtypes
 from tg.errors import AxisError, DTypeError, ShapeError, TgArgumentError
-from tg.function import Function
-from tg.lazy import LazyBuffer
 
 if TYPE_CHECKING:
   from tg.tensor import Tensor
 
 
-class _Stage(Function):
-  """A realized step of a network (a sort's compare-exchange, a scan's step), forward and backward. Each step reads
-  the previous one twice (an element and its partner): unrealized, a kernel would inline the whole network below
-  it, 2^steps loads per element. (Contiguous realizes the forward only.)"""
-  def forward(self, x: LazyBuffer) -> LazyBuffer: return x.contiguous()
-  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.contiguous()
-
-
 def _stage(x: Tensor) -> Tensor:
-  return _Stage.apply(x)  # type: ignore[no-any-return]
+  """A realized step of a network (a sort's compare-exchange, a scan's step), forward and backward. Each step reads
+  the previous one twice (an element and its partner): unrealized, a kernel would inline the whole network below it,
+  2^steps loads per element."""
+  return x.contiguous().contiguous_backward()
 
 
 # Axes up to this length sort and scan in one pass that compares every pair (O(n^2) work, a few kernels); longer ones
