@@ -1,27 +1,4 @@
-"""The pytest plugin (entry point `pytest11`): `--tg-device NAME` picks the device tests run on.
+"""Kept for `-p tg.testing.plugin` in older configurations: the plugin lives in tg.testing (load it with `-p tg.testing`)."""
+from tg.testing import pytest_addoption, pytest_collection_modifyitems, pytest_configure, pytest_report_header
 
-Tests never name a device; they use `Device.DEFAULT`, which this plugin sets before collection.
-Without the option the PYTHON device is used, as it needs no compiler.
-"""
-from __future__ import annotations
-
-import pytest
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-  group = parser.getgroup("tg")
-  group.addoption("--tg-device", action="store", default=None, metavar="NAME",
-                  help="the tg device tests run on (default: $DEVICE, else PYTHON)")
-
-
-def pytest_configure(config: pytest.Config) -> None:
-  from tg.device import Device
-  from tg.settings import DEVICE
-  name = config.getoption("--tg-device") or DEVICE.value or "PYTHON"
-  Device.DEFAULT = name
-  Device[Device.DEFAULT]  # open it now so a missing or broken device fails once, clearly
-
-
-def pytest_report_header(config: pytest.Config) -> str:
-  from tg.device import Device
-  return f"tg device: {Device.DEFAULT}"
+__all__ = ["pytest_addoption", "pytest_collection_modifyitems", "pytest_configure", "pytest_report_header"]
