@@ -65,11 +65,14 @@ class ClangRenderer(CStyleLanguage):
     assert u.dtype is not None
     if self.overread_bytes < u.dtype.itemsize:
       return super().render_masked_load(out, u, r)
+    bdt = u.src[0].dtype
+    assert isinstance(bdt, PtrDType)
     buf, idx = r[u.src[0]], r[u.src[1]]
     oks = list(dict.fromkeys(r[m] for m in u.src[2].src))
     mt, vt = self.render_dtype(self._lane_mask(u.dtype)), self.render_dtype(u.dtype)
-    mask = f"({mt}){{{','.join(f'-({r[m]})' for m in u.src[2].src)}}}"
-    whole = f"({mt})*(({vt}*)({buf}+(({'|'.join(oks)})?{idx}:0)))"
+    mask = self.render_vectorize([f"-({r[m]})" for m in u.src[2].src], self._lane_mask(u.dtype))
+    start = f"(({'|'.join(oks)})?{idx}:0)"
+    whole = f"({mt}){self.render_load(buf, start, u.dtype, bdt, u.src[0].op is UOps.DEFINE_LOCAL)}"
     alt = u.src[3]
     bits = f"({whole}&{mask})" + ("" if alt.is_zero() else f"|(({mt}){r[alt]}&~{mask})")
     return [f"{out} = ({vt})({bits});"]
@@ -84,6 +87,12 @@ class ClangRenderer(CStyleLanguage):
       return self._typedefs + super().render_kernel(name, kernel, bufs, variables)
     return self._typedefs + f"const int {outer_symbol(name)} = {self._split.src[1].arg};\n" + \
       super().render_kernel(name, kernel, bufs, variables + [START, END])
+
+  def render_vectorize(self, lanes: list[str], dt: DType) -> str:
+    return f"({self.render_dtype(dt)}){{{','.join(lanes)}}}"  # a compound literal of the ext_vector_type
+
+  def render_vector_cast(self, x: str, from_dt: DType, to_dt: DType) -> str:
+    return f"__builtin_convertvector({x}, {self.render_dtype(to_dt)})"
 
   def render_bitcast(self, x: str, from_dt: DType, to_dt: DType) -> str:
     return f"__builtin_bit_cast({self.render_dtype(to_dt)}, ({self.render_dtype(from_dt)})({x}))"

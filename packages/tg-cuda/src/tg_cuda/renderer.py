@@ -68,7 +68,7 @@ class CUDARenderer(CStyleLanguage):
         raise ValueError(f"kernel {name}: grid dim {GRID_DIMS[dim]} of {size} blocks is more than CUDA's {self.global_max[dim]}")
     # __launch_bounds__ promises the block size, so the compiler can spend registers accordingly
     self._threads = prod(s if isinstance(s, int) else s.max for s in (u.arg[2] for u in specials if u.arg[0].startswith("lidx")))
-    self._stored = {u.src[0] for u in uops if u.op is UOps.STORE and u.src[0].op is UOps.DEFINE_GLOBAL}
+    self._stored = {f"data{u.src[0].arg}" for u in uops if u.op is UOps.STORE and u.src[0].op is UOps.DEFINE_GLOBAL}
     dts = {u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype for u in uops}
     self._includes = [f'#include "{h}"\n' for dt, h in ((dtypes.float16, "tg_fp16.h"), (dtypes.bfloat16, "tg_bf16.h")) if dt in dts]
     if any(u.op is UOps.WMMA for u in uops):
@@ -93,11 +93,12 @@ class CUDARenderer(CStyleLanguage):
     assert isinstance(dim, int) and 0 <= dim < len(GRID_DIMS), f"SPECIAL {u.arg} has no CUDA dim"
     return f"{'blockIdx' if kind.startswith('gidx') else 'threadIdx'}.{GRID_DIMS[dim]}"
 
-  def render_kernel(self, name: str, kernel: list[str], bufs: list[tuple[str, PtrDType]], variables: list[str]) -> str:
-    stored = {f"data{u.arg}" for u in self._stored}
+  def render_buffer_param(self, name: str, dt: PtrDType) -> str:
     # buffers the kernel only reads are const: with __restrict__ that lets loads go through the read-only cache
-    args = [f"{'' if n in stored else 'const '}{self.render_dtype(dt.base)}* __restrict__ {n}" for n, dt in bufs]
-    args += [f"{self.arg_int_prefix} {v}" for v in variables]
+    return f"{'' if name in self._stored else 'const '}{self.render_dtype(dt.base)}* __restrict__ {name}"
+
+  def render_kernel(self, name: str, kernel: list[str], bufs: list[tuple[str, PtrDType]], variables: list[str]) -> str:
+    args = [self.render_buffer_param(n, dt) for n, dt in bufs] + [self.render_var_param(v) for v in variables]
     body = "\n".join(kernel)
     prefix = "".join(self._includes)
     return f"{prefix}extern \"C\" __global__ void __launch_bounds__({self._threads}) {name}({', '.join(args)}) {{\n{body}\n}}"

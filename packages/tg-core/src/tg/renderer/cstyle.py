@@ -1,7 +1,18 @@
 """CStyleLanguage: the shared renderer for C-family languages (C and its GPU dialects).
 
 A subclass sets the spelling of its language (type names, the kernel signature, how thread ids and
-math functions are written); the walk over the linear program is here, once.
+math functions are written); the walk over the linear program is here, once. Every piece of text that differs
+between C dialects (C99, CUDA, OpenCL C, MSL, HIP) comes from one small method below, so a dialect overrides
+methods and never patches rendered source:
+
+- memory: render_load, render_store (scalar and vector access, gated loads built around them), render_ptr (the
+  pointer type in a vector access's cast, with its address-space qualifier), render_local (workgroup memory)
+- the signature: render_kernel, render_buffer_param, render_var_param
+- values: render_dtype, render_const, render_cast, render_vector_cast, render_bitcast, render_vectorize, render_gep,
+  code_for_op (ALU ops), render_wmma
+- control: render_loop, render_special (thread ids), `barrier`
+
+docs/uops.md lists the UOps render() walks over and their arguments.
 """
 from __future__ import annotations
 
@@ -36,12 +47,17 @@ def _safe_divmod(op: str, a: str, b: str, dt: DType) -> str:
 
 
 class CStyleLanguage(Renderer):
-  kernel_prefix: str = ""
+  kernel_prefix: str = ""   # before the kernel's `void`, e.g. "__kernel " (OpenCL C)
+  # the address-space qualifier of global memory, in buffer parameters and in the casts of vector accesses to them,
+  # e.g. "__global " (OpenCL C); C and CUDA have one address space for pointers and need none
   buffer_prefix: str = ""
+  # the qualifier of a pointer into workgroup memory (DEFINE_LOCAL) in the cast of a vector access, e.g. "__local "
+  # (OpenCL C); CUDA's pointers are generic and need none
+  local_prefix: str = ""
   arg_int_prefix: str = "const int"
   type_map: dict[DType, str] = {}
   infinity: str = "INFINITY"
-  smem_prefix: str = ""   # declares workgroup-shared memory, e.g. "__shared__ " (renderers with has_local)
+  smem_prefix: str = ""   # declares workgroup-shared memory (render_local), e.g. "__shared__ " (renderers with has_local)
   barrier: str = ""       # a workgroup barrier statement, e.g. "__syncthreads();"
   nan: str = "NAN"
   code_for_op: dict[Op, Callable[..., str]] = {
@@ -67,22 +83,59 @@ class CStyleLanguage(Renderer):
     return self.type_map.get(dt, dt.name)
 
   def render_vectorize(self, lanes: list[str], dt: DType) -> str:
-    """A vector from its lanes."""
-    return f"({self.render_dtype(dt)}){{{','.join(lanes)}}}"
+    """A vector of dtype `dt` from its lanes' expressions. C has no portable spelling: clang writes (float4){a,b,c,d},
+    OpenCL C (float4)(a,b,c,d), CUDA make_float4(a,b,c,d)."""
+    raise NotImplementedError(f"{type(self).__name__} has vectors (vector_bytes > 0) but no render_vectorize: implement it, "
+                              "e.g. return f\"({self.render_dtype(dt)})({','.join(lanes)})\" for OpenCL C")
 
   def render_gep(self, x: str, i: int, dt: DType) -> str:
-    """Lane i of the vector x, whose type is dt."""
+    """Lane i of the vector x, whose type is dt (C vector extensions, HIP and MSL index vectors; OpenCL C may write x.s0)."""
     return f"{x}[{i}]"
+
+  def render_ptr(self, dt: DType, local: bool = False) -> str:
+    """The type of a pointer to `dt` in global memory (or workgroup memory with `local`), as a vector access casts to
+    it: the address-space qualifier (buffer_prefix, local_prefix) stays on the pointer."""
+    return f"{self.local_prefix if local else self.buffer_prefix}{self.render_dtype(dt)}*"
+
+  def render_load(self, buf: str, idx: str, dt: DType, buf_dt: PtrDType, local: bool = False) -> str:
+    """The expression that reads a `dt` at element `idx` of buffer `buf` (a pointer of type buf_dt; `local`: workgroup
+    memory, else a kernel parameter). A vector dt reads dt.count consecutive elements from idx on (idx need not be
+    a multiple of the count unless Renderer.vector_align). Gated and masked loads are built around this one, so a
+    dialect with its own vector loads (OpenCL C's vload4) or a buffer stored in another type (render_buffer_param:
+    a bool buffer as uchar) overrides only this and render_store."""
+    if dt.count == 1:
+      return f"{buf}[{idx}]"
+    return f"*(({self.render_ptr(dt, local)})({buf}+{idx}))"
+
+  def render_store(self, buf: str, idx: str, value: str, dt: DType, buf_dt: PtrDType, local: bool = False) -> str:
+    """The statement that writes `value`, of dtype `dt`, at element `idx` of buffer `buf` (see render_load). A gated
+    store is wrapped in an if by the caller."""
+    if dt.count == 1:
+      return f"{buf}[{idx}] = {value};"
+    return f"*(({self.render_ptr(dt, local)})({buf}+{idx})) = {value};"
+
+  def render_local(self, name: str, dt: DType, size: int) -> str:
+    """The declaration of workgroup-shared memory `name`: `size` elements of `dt` (a DEFINE_LOCAL)."""
+    return f"{self.smem_prefix}{self.render_dtype(dt)} {name}[{size}];"
+
+  def render_buffer_param(self, name: str, dt: PtrDType) -> str:
+    """One kernel parameter: the buffer `name`, a pointer to dt.base elements. A dialect may pass a dtype in another
+    type (a bool buffer as uchar, where bool has no defined size); its render_load/render_store then convert."""
+    return f"{self.buffer_prefix}{self.render_dtype(dt.base)}* restrict {name}"
+
+  def render_var_param(self, name: str) -> str:
+    """One kernel parameter: the symbolic size `name` (a DEFINE_VAR: a 32-bit int, passed after the buffers)."""
+    return f"{self.arg_int_prefix} {name}"
 
   def render_masked_load(self, out: str, u: UOp, r: dict[UOp, str]) -> list[str]:
     """Statements that set `out` to the masked vector LOAD u: one vector load when every lane is valid (all but the
     edges of a padded image), else lane by lane, each reading only if its bool says so."""
-    assert u.dtype is not None
-    buf, idx = r[u.src[0]], r[u.src[1]]
+    assert u.dtype is not None and isinstance(u.src[0].dtype, PtrDType)
+    buf, idx, bdt, local = r[u.src[0]], r[u.src[1]], u.src[0].dtype, u.src[0].op is UOps.DEFINE_LOCAL
     oks = [r[m] for m in u.src[2].src]
     alts = [r[u.src[3].gep(k)] for k in range(u.dtype.count)]
-    lanes = [f"({ok}?{buf}[{idx}+{k}]:{a})" for k, (ok, a) in enumerate(zip(oks, alts))]
-    return [f"if ({'&&'.join(dict.fromkeys(oks))}) {out} = *(({self.render_dtype(u.dtype)}*)({buf}+{idx}));",
+    lanes = [f"({ok}?{self.render_load(buf, f'{idx}+{k}', u.dtype.scalar(), bdt, local)}:{a})" for k, (ok, a) in enumerate(zip(oks, alts))]
+    return [f"if ({'&&'.join(dict.fromkeys(oks))}) {out} = {self.render_load(buf, idx, u.dtype, bdt, local)};",
             f"else {out} = {self.render_vectorize(lanes, u.dtype)};"]
 
   def render_wmma(self, name: str, args: list[str]) -> str:
@@ -90,7 +143,11 @@ class CStyleLanguage(Renderer):
     raise NotImplementedError(f"{type(self).__name__} renders no tensor cores")
 
   def render_vector_cast(self, x: str, from_dt: DType, to_dt: DType) -> str:
-    return f"__builtin_convertvector({x}, {self.render_dtype(to_dt)})"
+    """The vector x of from_dt converted lane by lane to to_dt (same count). Portable default: one render_cast per
+    lane (render_gep), joined by render_vectorize; a dialect with a vector conversion (clang's
+    __builtin_convertvector, OpenCL C's convert_float4) overrides it."""
+    lanes = [self.render_cast(self.render_gep(x, i, from_dt), to_dt.scalar()) for i in range(to_dt.count)]
+    return self.render_vectorize(lanes, to_dt)
 
   def render_const(self, x: object, dt: DType) -> str:
     if dtypes.is_float(dt):
@@ -111,10 +168,13 @@ class CStyleLanguage(Renderer):
     return f"({x})" if dt != dtypes.int32 else (str(x) if x != dtypes.min(dt) else f"({x + 1}-1)")
 
   def render_cast(self, x: str, dt: DType) -> str:
+    """The scalar x converted to dt (a value conversion, as C's cast)."""
     return f"({self.render_dtype(dt)})({x})"
 
   def render_bitcast(self, x: str, from_dt: DType, to_dt: DType) -> str:
-    raise NotImplementedError(f"{type(self).__name__} can't bitcast {from_dt} to {to_dt}")
+    """The bits of x (from_dt) read as to_dt, of the same size (core emulates bfloat16 and some int math with it)."""
+    raise NotImplementedError(f"{type(self).__name__} can't bitcast {from_dt} to {to_dt}: implement render_bitcast "
+                              "(e.g. clang's __builtin_bit_cast, OpenCL C's as_<type>)")
 
   def render_loop(self, u: UOp, i: str, start: str, end: str) -> str:
     """The opening of loop `u` over i in [start, end)."""
@@ -122,11 +182,13 @@ class CStyleLanguage(Renderer):
     return f"for ({self.render_dtype(u.dtype)} {i} = {start}; {i} < {end}; {i}++) {{"
 
   def render_special(self, u: UOp) -> str:
+    """The expression for a hardware index, SPECIAL u: u.arg = (name, dim, size), name "gidx<d>" (workgroup index
+    along launch dim d) or "lidx<d>" (thread index in the workgroup)."""
     raise NotImplementedError(f"{type(self).__name__} has no thread ids: set global_ids = False")
 
   def render_kernel(self, name: str, kernel: list[str], bufs: list[tuple[str, PtrDType]], variables: list[str]) -> str:
-    args = ", ".join([f"{self.buffer_prefix}{self.render_dtype(dt.base)}* restrict {n}" for n, dt in bufs] +
-                     [f"{self.arg_int_prefix} {v}" for v in variables])
+    """The whole kernel: its signature (the buffers, then the symbolic sizes, in order) and the body lines."""
+    args = ", ".join([self.render_buffer_param(n, dt) for n, dt in bufs] + [self.render_var_param(v) for v in variables])
     body = "\n".join(kernel)
     return f"{self.kernel_prefix}void {name}({args}) {{\n{body}\n}}"
 
@@ -166,22 +228,22 @@ class CStyleLanguage(Renderer):
         depth -= 1
         line("}")
       elif u.op is UOps.SPECIAL:
-        line(f"int {ssa('gidx', u)} = {self.render_special(u)}; /* {u.arg[2]} */")
+        line(f"{self.render_dtype(dt or dtypes.int32)} {ssa('gidx', u)} = {self.render_special(u)}; /* {u.arg[2]} */")
       elif u.op is UOps.LOAD and len(u.src) == 4 and u.src[2].count > 1:
         assert dt is not None
         line(f"{self.render_dtype(dt)} {ssa('val', u)};")
         for s_ in self.render_masked_load(r[u], u, r):
           line(s_)
       elif u.op is UOps.LOAD:
-        assert dt is not None
-        val = f"{r[u.src[0]]}[{r[u.src[1]]}]" if dt.count == 1 else f"*(({self.render_dtype(dt)}*)({r[u.src[0]]}+{r[u.src[1]]}))"
+        assert dt is not None and isinstance(u.src[0].dtype, PtrDType)
+        val = self.render_load(r[u.src[0]], r[u.src[1]], dt, u.src[0].dtype, u.src[0].op is UOps.DEFINE_LOCAL)
         if len(u.src) == 4:  # a gated load reads only where valid, so masked indices may be out of bounds
           val = f"({r[u.src[2]]}?{val}:{r[u.src[3]]})"
         line(f"{self.render_dtype(dt)} {ssa('val', u)} = {val};")
       elif u.op is UOps.DEFINE_LOCAL:
         assert isinstance(dt, PtrDType)
         r[u] = u.arg[0]
-        line(f"{self.smem_prefix}{self.render_dtype(dt.base)} {u.arg[0]}[{u.arg[1]}];")
+        line(self.render_local(u.arg[0], dt.base, u.arg[1]))
       elif u.op is UOps.BARRIER:
         line(self.barrier)
       elif u.op is UOps.IF:
@@ -191,10 +253,9 @@ class CStyleLanguage(Renderer):
         depth -= 1
         line("}")
       elif u.op is UOps.STORE:
-        vdt = u.src[2].dtype
-        assert vdt is not None
-        dst = f"{r[u.src[0]]}[{r[u.src[1]]}]" if vdt.count == 1 else f"*(({self.render_dtype(vdt)}*)({r[u.src[0]]}+{r[u.src[1]]}))"
-        st = f"{dst} = {r[u.src[2]]};"
+        vdt, bdt = u.src[2].dtype, u.src[0].dtype
+        assert vdt is not None and isinstance(bdt, PtrDType)
+        st = self.render_store(r[u.src[0]], r[u.src[1]], r[u.src[2]], vdt, bdt, u.src[0].op is UOps.DEFINE_LOCAL)
         line(st if (valid := store_valid(u)) is None else f"if ({r[valid]}) {{ {st} }}")
       elif u.op is UOps.DEFINE_ACC:
         assert dt is not None
