@@ -44,7 +44,7 @@ def test_without_a_driver_the_reason_says_how_to_mock() -> None:
 
 
 def test_mock_is_usable_but_never_the_default() -> None:
-  code = "from tg import Device; from tg.plugins import hook; print(repr(Device.availability('CUDA')), hook('tg_device_priority', 'CUDA'))"
+  code = "from tg import Device; from tg.plugins import device_spec; print(repr(Device.availability('CUDA')), device_spec('CUDA').priority)"
   assert _run(code, CUDA_MOCK="1") == "'' -10"
 
 
@@ -82,3 +82,17 @@ def test_tg_devices_says_when_cuda_runs_in_mock_mode() -> None:
   if not _libcuda_loads():
     line = next(ln for ln in _run("from tg.devices import report; print(report())").splitlines() if ln.startswith("CUDA"))
     assert "not usable" in line and "CUDA_MOCK=1" in line
+
+
+def test_each_instance_is_its_own_gpu() -> None:
+  """CUDA:1 opens GPU 1 (in mock mode: a second mock GPU with its own memory), not GPU 0 again."""
+  code = ("from tg import Tensor, Device; a = Tensor([1.0, 2.0], device='CUDA'); b = Tensor([3.0, 4.0], device='CUDA:1')\n"
+          "print((a * 2).tolist(), (b * 2).tolist(), (b.to('CUDA') + a).tolist())\n"
+          "d0, d1 = Device['CUDA'].allocator.driver, Device['CUDA:1'].allocator.driver\n"
+          "print(d0 is not d1, d0.ordinal, d1.ordinal, b.lazydata.base.realized._buf in d1.memory, b.lazydata.base.realized._buf in d0.memory)")
+  assert _run(code, CUDA_MOCK="1").splitlines() == ["[2.0, 4.0] [6.0, 8.0] [4.0, 6.0]", "True 0 1 True False"]
+
+
+def test_missing_gpu_ordinal_is_explained() -> None:
+  why = _run("from tg import Device; print(Device.availability('CUDA:9'))", CUDA_MOCK="1")
+  assert why == "CUDA:9 is GPU number 9, but there are 8 GPUs here (CUDA:0 to CUDA:7)"

@@ -229,6 +229,6 @@ def test_missing_wgpu_is_explained() -> None:
 
 
 def test_software_adapter_is_used_only_when_asked_for() -> None:
-  from tg_webgpu.plugin import tg_device_priority
-  prio = tg_device_priority(D)
-  assert prio is not None and (prio < 0) == gpu.is_software()
+  from tg_webgpu.plugin import tg_device
+  spec = tg_device(D)
+  assert spec is not None and (spec.priority < 0) == gpu.is_software()

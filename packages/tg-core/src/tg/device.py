@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 import sys
 from collections import defaultdict
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tg.diskcache import diskcache_get, diskcache_put
 from tg.dtype import DType
 from tg.helpers import DEBUG, GlobalCounters, getenv
-from tg.plugins import PluginError, hook, installed_devices, load_plugin
+from tg.plugins import DeviceSpec, PluginError, device_spec, installed_devices
 from tg.renderer import Renderer
 from tg.settings import DEVICE, DISABLE_COMPILER_CACHE, LRU
 
@@ -125,14 +124,27 @@ class Compiler:
 
 
 class Compiled:
-  """One device instance, assembled from the hooks of the plugin that owns it."""
+  """One device instance (`"NAME"`, `"NAME:1"`), its parts made from its plugin's DeviceSpec when it opens.
 
-  def __init__(self, device: str, allocator: Allocator, renderer: Renderer | None, compiler: Compiler | None,
-               runtime: Callable[[str, bytes], Any] | None, graph: type | None = None) -> None:
-    self.dname, self.allocator, self.renderer, self.compiler, self.runtime, self.graph = device, allocator, renderer, compiler, runtime, graph
+  `runtime` is the spec's ProgramFactory: `runtime(name, lib)` loads a compiled kernel."""
+
+  def __init__(self, device: str, spec: DeviceSpec) -> None:
+    self.dname, self.spec = device, spec
+    self.allocator: Allocator = spec.allocator()
+    if self.allocator is None:
+      raise PluginError(f"the DeviceSpec of {device} made no allocator (its allocator factory returned None)")
+    self.renderer: Renderer | None = spec.renderer() if spec.renderer is not None else None
+    if self.renderer is not None:
+      self.renderer.device = device  # kernels rendered by it are this instance's (Program.device): "TOY:1", not "TOY"
+    self.compiler: Compiler | None = spec.compiler() if spec.compiler is not None else None
+    self.runtime = spec.program
+    self.graph = spec.graph
+    self._synchronize = spec.synchronize
 
   def synchronize(self) -> None:
-    """Wait for queued work to finish (devices here run synchronously)."""
+    """Wait until every launch and copy made on this instance has finished (a no-op for synchronous devices)."""
+    if self._synchronize is not None:
+      self._synchronize()
 
   def __repr__(self) -> str:
     return f"<Compiled {self.dname}>"
@@ -167,14 +179,10 @@ class _Device:
     return dev
 
   def _open(self, device: str) -> Compiled:
-    base = device.split(":")[0]
-    load_plugin(base)
-    if (why := hook("tg_device_available", base)):
-      raise RuntimeError(f"device {base} is installed but not usable here: {why}")
-    allocator = hook("tg_allocator", base)
-    if allocator is None:
-      raise PluginError(f"the plugin for {base} gave no allocator (tg_allocator returned None)")
-    dev = Compiled(device, allocator, hook("tg_renderer", base), hook("tg_compiler", base), hook("tg_runtime", base), hook("tg_graph", base))
+    spec = device_spec(device)
+    if spec.available:
+      raise RuntimeError(f"device {device} is installed but not usable here: {spec.available}")
+    dev = Compiled(device, spec)
     if DEBUG >= 1:
       print(f"opened device {device} from pid:{os.getpid()}")
     return dev
@@ -182,9 +190,14 @@ class _Device:
   def availability(self, device: str) -> str:
     """"" if `device` can be used, otherwise why not."""
     try:
-      return hook("tg_device_available", device.split(":")[0]) or ""
+      return device_spec(self.canonicalize(device)).available
     except PluginError as e:
       return str(e)
+
+  def synchronize(self, device: str | None = None) -> None:
+    """Wait for every queued launch and copy on `device` (default: every opened device) to finish."""
+    for dev in [self[device]] if device is not None else list(self._opened.values()):
+      dev.synchronize()
 
   def installed(self) -> list[str]:
     return [d.name for d in installed_devices()]
@@ -219,7 +232,8 @@ class _Device:
     unusable: list[tuple[float, str, str]] = []
     for name in names:
       try:
-        why, prio = self.availability(name), float(hook("tg_device_priority", name) or 0)
+        spec = device_spec(name)
+        why, prio = spec.available, float(spec.priority)
       except PluginError as e:  # a plugin that fails to load ranks just above the interpreter: worth a word when that is all we'd get
         why, prio = str(e), 1.0
       if why == "" and prio >= 0:
@@ -324,6 +338,7 @@ class Buffer:
     out = memoryview(bytearray(self.nbytes))
     if self.nbytes:
       self.ensure_allocated()
+      Device[self.device].synchronize()  # an asynchronous device may still be writing it
       self.allocator.copyout(out, self._buf)
     return out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from tg.device import Device
-from tg.plugins import PluginError, hook, installed_devices
+from tg.plugins import PluginError, device_spec, installed_devices
 
 
 def report() -> str:
@@ -27,7 +27,7 @@ def report() -> str:
 
 def _note(name: str) -> str | None:
   try:
-    return hook("tg_device_note", name)  # type: ignore[no-any-return]
+    return device_spec(name).note or None
   except PluginError:
     return None
 

@@ -47,6 +47,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev);
 CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
 CUresult cuCtxSetCurrent(CUcontext ctx);
+CUresult cuCtxSynchronize(void);
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
 CUresult cuMemFree_v2(CUdeviceptr dptr);
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount);
@@ -125,6 +126,9 @@ class Driver:
   def graph_launch(self, graph_exec: Any) -> None:
     raise NotImplementedError(type(self))
 
+  def synchronize(self) -> None:
+    """Wait for every launch and copy on this GPU (the mock runs each at once)."""
+
 
 @functools.cache
 def load_libcuda() -> Any:
@@ -132,6 +136,13 @@ def load_libcuda() -> Any:
   lib = ffi.dlopen(LIBCUDA)
   check(lib, lib.cuInit(0), "cuInit")
   return lib
+
+
+def device_count() -> int:
+  """How many GPUs the driver sees (raises as load_libcuda)."""
+  lib, out = load_libcuda(), ffi.new("int*")
+  check(lib, lib.cuDeviceGetCount(out), "cuDeviceGetCount")
+  return int(out[0])
 
 
 def check(lib: Any, status: int, what: str) -> None:
@@ -147,13 +158,13 @@ def _string(p: Any) -> str:
 
 
 class CUDADriver(Driver):
-  """A GPU through libcuda: device 0, its primary context, the legacy default stream (launches are in order and
-  cuMemcpyDtoH waits for them)."""
+  """A GPU through libcuda: device `ordinal` (CUDA:1 is ordinal 1), its primary context, the legacy default stream
+  (launches are in order and cuMemcpyDtoH waits for them)."""
 
-  def __init__(self, arch: str | None = None) -> None:
+  def __init__(self, arch: str | None = None, ordinal: int = 0) -> None:
     self.lib = lib = load_libcuda()
     dev, ctx, out = ffi.new("CUdevice*"), ffi.new("CUcontext*"), ffi.new("int*")
-    self._check(lib.cuDeviceGet(dev, 0), "cuDeviceGet")
+    self._check(lib.cuDeviceGet(dev, ordinal), f"cuDeviceGet({ordinal})")
     self._check(lib.cuDevicePrimaryCtxRetain(ctx, dev[0]), "cuDevicePrimaryCtxRetain")
     self.dev, self.ctx = dev[0], ctx[0]
     cc = []
@@ -172,6 +183,10 @@ class CUDADriver(Driver):
 
   def _check(self, status: int, what: str) -> None:
     check(self.lib, status, what)
+
+  def synchronize(self) -> None:
+    self._activate()
+    self._check(self.lib.cuCtxSynchronize(), "cuCtxSynchronize")
 
   def _activate(self) -> None:
     # a context is current per host thread: make ours current on whichever thread calls

@@ -27,7 +27,8 @@ class CUDAGraph(GraphRunner):
     super().__init__(jit_cache, input_replace)
     self.runners: list[CompiledRunner] = [ei.prg for ei in jit_cache if isinstance(ei.prg, CompiledRunner)]
     assert len(self.runners) == len(jit_cache), "CUDAGraph replays compiled kernels only"
-    self.programs: list[CUDAProgram] = [r.clprg for r in self.runners]
+    self.programs: list[CUDAProgram] = [r.clprg for r in self.runners if isinstance(r.clprg, CUDAProgram)]
+    assert len(self.programs) == len(self.runners), "CUDAGraph replays this plugin's kernels only"
     self.driver = self.programs[0].driver
     self.graph = self.driver.graph_create()
     self.nodes: list[Any] = []

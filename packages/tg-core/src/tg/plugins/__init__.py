@@ -1,5 +1,6 @@
-"""Finding and loading device plugins. The public surface is `hookimpl`, `PLUGIN_API_VERSION` and the
-hookspecs module; the loading machinery below is private to tg.
+"""Finding and loading device plugins. The public surface is `hookimpl`, `PLUGIN_API_VERSION`, the contract's
+types (`DeviceSpec`, `Program`, `ProgramFactory`, `GraphFactory`, `split_device`) and the hookspecs module; the
+loading machinery below is private to tg.
 
 Listing devices reads entry-point metadata only; a plugin module is imported (and registered with
 the pluggy PluginManager) the first time its device is used. A plugin that fails to import, or was
@@ -10,19 +11,31 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import warnings
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
-from typing import Any
 
 import pluggy
 
-from tg.plugins import hookspecs
+from tg.plugins import hookspecs, v1
+from tg.plugins.contract import (
+  MIGRATION_NOTES,
+  OLDEST_SUPPORTED_API_VERSION,
+  PLUGIN_API_VERSION,
+  DeviceSpec,
+  GraphFactory,
+  Program,
+  ProgramFactory,
+  split_device,
+)
 from tg.settings import TG_PLUGINS
 
-PLUGIN_API_VERSION = 1
 hookimpl = pluggy.HookimplMarker("tg")
 ENTRY_POINT_GROUP = "tg.devices"
+OVERRIDE_GROUP = "tg.overrides"
+__all__ = ["PLUGIN_API_VERSION", "DeviceSpec", "GraphFactory", "PluginError", "Program", "ProgramFactory", "device_spec", "hookimpl",
+           "installed_devices", "load_plugin", "split_device"]
 
 
 @dataclass(frozen=True)
@@ -92,19 +105,70 @@ def load_plugin(device: str) -> ModuleType:
   dist = getattr(ep, "dist", None)
   package = dist.name if dist is not None else package_for(device)
   try:
-    module = importlib.import_module(ep.value)
-    version = getattr(module, "TG_PLUGIN_API_VERSION", None)
-    if version != PLUGIN_API_VERSION:
-      raise PluginError(f"plugin {ep.value} for device {device} was written for tg plugin API version {version}, "
-                        f"but this tg-core speaks version {PLUGIN_API_VERSION}: install a version of {package} made for this tg-core")
-    if not _pm.is_registered(module):
-      _pm.register(module, name=ep.value)
+    module = _import_plugin(ep.value, device, package)
+    for override in _override_modules(device):
+      _import_plugin(override, device, package, role="override")
   except Exception as e:  # one broken plugin must not take the others down
     msg = str(e) if isinstance(e, PluginError) else f"device {device} failed to load its plugin {ep.value}: {type(e).__name__}: {e}"
     _errors[device] = msg
     raise PluginError(msg) from e
   _loaded[device] = module
   return module
+
+
+def _import_plugin(name: str, device: str, package: str, role: str = "plugin") -> ModuleType:
+  """Import plugin module `name` and register it with the hook manager of the API version it was written for."""
+  try:
+    module = importlib.import_module(name)
+  except Exception as e:
+    raise PluginError(f"device {device} failed to load its {role} {name}: {type(e).__name__}: {e}") from e
+  version = getattr(module, "TG_PLUGIN_API_VERSION", None)
+  if version == PLUGIN_API_VERSION:
+    needs = "tg_device" if role == "plugin" else "tg_device_override"
+    if not callable(getattr(module, needs, None)):
+      raise PluginError(f"{role} {name} for device {device} defines no {needs} hook (see docs/device-contract.md)")
+    if not _pm.is_registered(module):
+      _pm.register(module, name=name)  # checks each hook's signature against tg.plugins.hookspecs
+  elif version == 1 and role == "plugin":
+    if not v1.pm.is_registered(module):
+      v1.pm.register(module, name=name)
+      warnings.warn(v1.deprecation(name, device), DeprecationWarning, stacklevel=2)
+  else:
+    supported = f"{OLDEST_SUPPORTED_API_VERSION} to {PLUGIN_API_VERSION}" if role == "plugin" else str(PLUGIN_API_VERSION)
+    raise PluginError(f"{role} {name} for device {device} was written for tg plugin API version {version}, but this tg-core runs "
+                      f"versions {supported}: install a version of {package} made for this tg-core (what changed between versions: "
+                      f"{MIGRATION_NOTES})")
+  return module
+
+
+def _override_modules(device: str) -> list[str]:
+  """The modules that declare (entry point group tg.overrides) that they change `device`, in a fixed order."""
+  return sorted({ep.value for ep in entry_points(group=OVERRIDE_GROUP) if ep.name.upper() == device})
+
+
+def device_spec(device: str) -> DeviceSpec:
+  """The spec of device instance `device` (canonical: "CLANG", "CLANG:1"), from its plugin, after every override
+  declared for it. Raises PluginError when the plugin can't be loaded or gives no spec."""
+  base, _ = split_device(device)
+  module = load_plugin(base)
+  if getattr(module, "TG_PLUGIN_API_VERSION", None) == 1:
+    spec = v1.spec_from_hooks(device)
+  else:  # asked of the owning plugin only: a device's spec never depends on which other plugins happen to be loaded
+    spec = module.tg_device(device=device)
+  if spec is None:
+    raise PluginError(f"the plugin {module.__name__} for {base} gave no DeviceSpec for {device} (its tg_device hook returned None)")
+  _check_spec(spec, module.__name__, device)
+  for name in _override_modules(base):
+    override = importlib.import_module(name)
+    if (changed := override.tg_device_override(device=device, spec=spec)) is not None:
+      _check_spec(changed, name, device)
+      spec = changed
+  return spec  # type: ignore[no-any-return]
+
+
+def _check_spec(spec: object, module: str, device: str) -> None:
+  if not isinstance(spec, DeviceSpec):
+    raise PluginError(f"{module} answered for {device} with a {type(spec).__name__}, not a tg.plugins.DeviceSpec")
 
 
 def load_all_plugins() -> dict[str, str]:
@@ -118,7 +182,3 @@ def load_all_plugins() -> dict[str, str]:
   return failed
 
 
-def hook(name: str, device: str) -> Any:
-  """Call hook `name` for `device`, loading its plugin first."""
-  load_plugin(device)
-  return getattr(_pm.hook, name)(device=device)

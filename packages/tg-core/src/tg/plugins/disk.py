@@ -16,11 +16,11 @@ import os
 import weakref
 from typing import IO, Any
 
-from tg.device import Allocator, HostAllocator
+from tg.device import HostAllocator
 from tg.interrupts import finalizer
-from tg.plugins import hookimpl
+from tg.plugins import DeviceSpec, hookimpl, split_device
 
-TG_PLUGIN_API_VERSION = 1
+TG_PLUGIN_API_VERSION = 2
 DEVICE = "DISK"
 
 # path -> ((st_dev, st_ino) of the mapped file, the mapping). Weak, so a file is unmapped (and can be deleted
@@ -123,15 +123,8 @@ class DiskAllocator(HostAllocator):
 
 
 @hookimpl
-def tg_device_available(device: str) -> str | None:
-  return "" if device == DEVICE else None
-
-
-@hookimpl
-def tg_device_priority(device: str) -> int | None:
-  return -1 if device == DEVICE else None  # storage, never the default compute device
-
-
-@hookimpl
-def tg_allocator(device: str) -> Allocator | None:
-  return DiskAllocator() if device == DEVICE else None
+def tg_device(device: str) -> DeviceSpec | None:
+  if split_device(device)[0] != DEVICE:
+    return None
+  # storage, never the default compute device; it runs no kernels (no renderer, compiler or programs)
+  return DeviceSpec(allocator=DiskAllocator, priority=-1)

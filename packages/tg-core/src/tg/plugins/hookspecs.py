@@ -1,87 +1,47 @@
-"""The tg plugin contract: the hooks a device package implements.
+"""The tg plugin contract, API version 2: the hooks a device package implements.
 
-A device package declares an entry point in the group ``tg.devices``; the key is the device name in
-upper case and the value is the module holding its hook implementations, e.g. in pyproject.toml::
+A device package declares an entry point in the group ``tg.devices``; the key is the device name in upper case
+and the value is the module holding its hook implementation, e.g. in pyproject.toml::
 
     [project.entry-points."tg.devices"]
     CLANG = "tg_clang.plugin"
 
-That module sets ``TG_PLUGIN_API_VERSION`` (see ``tg.plugins.PLUGIN_API_VERSION``) and implements
-the hooks below with ``@tg.plugins.hookimpl``. tg imports the module on first use of the device, checks
-the API version, then calls the hooks. Every hook receives the device name without an instance
-number (``"CLANG"`` for ``"CLANG:1"``) and must return None for devices it does not own: all hooks
-are ``firstresult``, so the first non-None result wins. A plugin may answer for another device with
-``@hookimpl(tryfirst=True)`` to replace one part of it (e.g. a faster compiler).
+That module sets ``TG_PLUGIN_API_VERSION = 2`` and implements ``tg_device`` with ``@tg.plugins.hookimpl``. tg
+imports the module on first use of the device, checks the version, then asks it for each instance's spec.
+
+A package that replaces a part of another package's device (a faster compiler, an instrumented allocator) says so
+in the group ``tg.overrides``, keyed by the device it changes, and implements ``tg_device_override``::
+
+    [project.entry-points."tg.overrides"]
+    CLANG = "tg_fastcc.override"
+
+Whenever that device is asked for, tg loads its plugin and every override declared for it (whatever was imported
+before), and passes the spec through each override in the order of their module names.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pluggy
 
 if TYPE_CHECKING:
-  from tg.device import Allocator, Compiler
-  from tg.renderer import Renderer
+  from tg.plugins.contract import DeviceSpec
 
 hookspec = pluggy.HookspecMarker("tg")
 
 
-# ---------- is the device usable, and how much to prefer it ----------
-
 @hookspec(firstresult=True)
-def tg_device_available(device: str) -> str | None:  # type: ignore[empty-body]
-  """Whether `device` can be used on this machine.
+def tg_device(device: str) -> DeviceSpec | None:  # type: ignore[empty-body]
+  """The DeviceSpec of one device instance, or None when `device` is not this plugin's.
 
-  Return ``""`` (empty string) when it can; otherwise a sentence saying what is missing and what to do,
-  e.g. ``"clang not found on PATH: install clang (apt-get install clang)"``. Used to choose
-  ``Device.DEFAULT`` and to explain errors. First non-None result wins.
-  """
-
-
-@hookspec(firstresult=True)
-def tg_device_priority(device: str) -> int | None:  # type: ignore[empty-body]
-  """How strongly to prefer `device` as the default: GPUs ~100, CPU compilers ~50, interpreters 0.
-
-  Return a negative number for devices that should only be used when asked for by name
-  (e.g. a software-emulated GPU). First non-None result wins.
-  """
+  `device` is the full canonical name: ``"CLANG"`` for the first instance, ``"CLANG:1"`` for the second
+  (tg.plugins.split_device splits it). Called with a base name (instance 0) to ask whether the device is usable, and
+  once per instance when it opens: the spec's part factories are then called, so state made by them (a context, a
+  queue, an ordinal) belongs to that instance alone. Must be cheap and must not raise for a device that is not usable
+  here: say why in ``DeviceSpec.available`` instead."""
 
 
-@hookspec(firstresult=True)
-def tg_device_note(device: str) -> str | None:  # type: ignore[empty-body]
-  """Optional: a short note on how a usable `device` runs here, shown by ``python -m tg.devices``, e.g.
-  ``"mock mode: kernels run on the CPU"`` or the GPU's name. First non-None result wins."""
-
-
-# ---------- the parts of a device ----------
-
-@hookspec(firstresult=True)
-def tg_renderer(device: str) -> Renderer | None:  # type: ignore[empty-body]
-  """The Renderer that turns linearized UOps into this device's source. Devices that can't run
-  kernels (e.g. DISK) return None. First non-None result wins."""
-
-
-@hookspec(firstresult=True)
-def tg_compiler(device: str) -> Compiler | None:  # type: ignore[empty-body]
-  """The Compiler that turns rendered source into bytes the runtime loads. First non-None result wins."""
-
-
-@hookspec(firstresult=True)
-def tg_allocator(device: str) -> Allocator | None:  # type: ignore[empty-body]
-  """A new Allocator for one instance of `device` (called once per ``NAME:n``). First non-None result wins."""
-
-
-@hookspec(firstresult=True)
-def tg_runtime(device: str) -> Callable[[str, bytes], Any] | None:  # type: ignore[empty-body]
-  """A callable ``(function_name, compiled_bytes) -> program``. The program is called as
-  ``program(*buffers, global_size=..., local_size=..., vals=(...), wait=bool)`` with the allocator's
-  opaque buffers; with ``wait=True`` it returns the run time in seconds. First non-None result wins."""
-
-
-@hookspec(firstresult=True)
-def tg_graph(device: str) -> type | None:  # type: ignore[empty-body]
-  """Optional: a class that replays a batch of kernels at once for TinyJit, a subclass of ``tg.engine.jit.GraphRunner``
-  made as ``cls(jit_cache, input_replace)`` (two or more of a capture's ExecItems, and (item, buffer position) -> input
-  number) and called as a Runner, ``graph(bufs, var_vals)``: before each call TinyJit puts that call's input buffers
-  into the ExecItems, so the graph reads them there. None: kernels run one by one."""
+@hookspec
+def tg_device_override(device: str, spec: DeviceSpec) -> DeviceSpec | None:  # type: ignore[empty-body]
+  """Change another plugin's device: return a new spec (``dataclasses.replace(spec, compiler=...)``) for `device`,
+  or None to leave it. Called only for the devices the plugin names in its ``tg.overrides`` entry points."""

@@ -19,13 +19,13 @@ from typing import Any
 
 from tg.codegen.tensor_core import MMA_M16N8K16_F16_F32, TENSOR_CORES, emulate_wmma
 from tg.codegen.uops import UOp, UOps
-from tg.device import Allocator, Compiler, HostAllocator
+from tg.device import Compiler, HostAllocator
 from tg.dtype import DType, PtrDType, dtypes
 from tg.ops import exec_alu, truncate
-from tg.plugins import hookimpl
+from tg.plugins import DeviceSpec, hookimpl, split_device
 from tg.renderer import Renderer
 
-TG_PLUGIN_API_VERSION = 1
+TG_PLUGIN_API_VERSION = 2
 DEVICE = "PYTHON"
 
 
@@ -225,31 +225,8 @@ def _cast(x: Any, dt: DType) -> Any:
 
 
 @hookimpl
-def tg_device_available(device: str) -> str | None:
-  return "" if device == DEVICE else None
-
-
-@hookimpl
-def tg_device_priority(device: str) -> int | None:
-  return 0 if device == DEVICE else None  # the slowest device: chosen only when nothing else is usable
-
-
-@hookimpl
-def tg_renderer(device: str) -> Renderer | None:
-  return PythonRenderer() if device == DEVICE else None
-
-
-@hookimpl
-def tg_compiler(device: str) -> Compiler | None:
-  return PythonCompiler() if device == DEVICE else None
-
-
-@hookimpl
-def tg_allocator(device: str) -> Allocator | None:
-  return HostAllocator() if device == DEVICE else None
-
-
-@hookimpl
-def tg_runtime(device: str) -> Callable[[str, bytes], Any] | None:
-  return PythonProgram if device == DEVICE else None
-
+def tg_device(device: str) -> DeviceSpec | None:
+  if split_device(device)[0] != DEVICE:
+    return None
+  # priority 0: the slowest device, chosen only when nothing else is usable
+  return DeviceSpec(allocator=HostAllocator, renderer=PythonRenderer, compiler=PythonCompiler, program=PythonProgram, priority=0)

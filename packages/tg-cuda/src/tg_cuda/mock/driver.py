@@ -49,8 +49,8 @@ class MockGraph:
 class MockDriver(Driver):
   name = "mock: CUDA kernels built for and run on this CPU (CUDA_MOCK=1)"
 
-  def __init__(self, arch: str | None = None) -> None:
-    self.arch = arch or "sm_80"
+  def __init__(self, arch: str | None = None, ordinal: int = 0) -> None:
+    self.arch, self.ordinal = arch or "sm_80", ordinal
     self.memory: dict[int, Any] = {}
     self.kernels: list[MockKernel] = []
 
