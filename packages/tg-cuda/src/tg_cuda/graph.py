@@ -10,7 +10,7 @@ from typing import Any
 
 from tg.device import Buffer
 from tg.engine.jit import GraphRunner
-from tg.engine.realize import CompiledRunner, ExecItem
+from tg.engine.realize import CompiledRunner, ExecItem, check_args
 from tg.renderer import Program
 from tg.shape.symbolic import Node, Variable
 from tg_cuda.driver import ffi
@@ -27,6 +27,8 @@ class CUDAGraph(GraphRunner):
     super().__init__(jit_cache, input_replace)
     self.runners: list[CompiledRunner] = [ei.prg for ei in jit_cache if isinstance(ei.prg, CompiledRunner)]
     assert len(self.runners) == len(jit_cache), "CUDAGraph replays compiled kernels only"
+    for r, ei in zip(self.runners, jit_cache):
+      check_args(r.p, ei.bufs)  # a node's parameters are its ExecItem's buffers, every one (tg.renderer.Program)
     self.programs: list[CUDAProgram] = [r.clprg for r in self.runners if isinstance(r.clprg, CUDAProgram)]
     assert len(self.programs) == len(self.runners), "CUDAGraph replays this plugin's kernels only"
     self.driver = self.programs[0].driver

@@ -457,6 +457,11 @@ class Kernel:
 
   def linearize(self) -> list[UOp]:
     self.lowerer = Lowerer(self.ast, self.renderer, self.kinds, self.vector_axis(), self.tc)
+    # every buffer of the AST is a parameter, read or not (folding may drop a read: a where on a constant condition):
+    # a program is called with all of its schedule item's buffers, parameter i being buffer i (Program.buf_count)
+    for op in self.ast.lazyops():
+      if op.op in (BufferOps.LOAD, BufferOps.STORE):
+        self.lowerer.buffer(op.arg)
     sink = self.lowerer.lower()
     sink = collapse_loops(sink)  # arange-like sums of a masked constant become a count: no loop
     # transcendental fallback: ops the renderer can't compute become basic ALU ops, on vectors as on scalars (kernels
@@ -492,6 +497,7 @@ class Kernel:
     # napkin math for DEBUG=2: one op per ALU/reduce node per point of the iteration space
     ops = prod(self.full_shape) * sum(1 for op in self.ast.lazyops() if op.op not in BufferOps and op.op is not MetaOps.SINK)
     buf_count = len({u.arg for u in uops if u.op is UOps.DEFINE_GLOBAL})
+    assert [u.arg for u in uops if u.op is UOps.DEFINE_GLOBAL] == list(range(buf_count)), "buffer parameters are 0..n-1 in order"
     variables = tuple(u.arg for u in uops if u.op is UOps.DEFINE_VAR)
     return Program(self.name, src, self.renderer.device, global_size, local_size, variables, buf_count, ops, mem, uops)
 

@@ -35,6 +35,13 @@ class Runner:
     raise NotImplementedError(type(self))
 
 
+def check_args(p: Program, bufs: list[Buffer]) -> None:
+  """A program gets exactly its buffer parameters (Program.buf_count): a device whose calls are checked (OpenCL) would
+  refuse extra ones, and a C kernel would silently read the wrong buffer in place of a missing one."""
+  if len(bufs) != p.buf_count:
+    raise ValueError(f"kernel {p.name} has {p.buf_count} buffer parameters, called with {len(bufs)} buffers")
+
+
 class CompiledRunner(Runner):
   """A rendered, compiled and loaded kernel."""
 
@@ -50,6 +57,7 @@ class CompiledRunner(Runner):
     super().__init__(p.name, p.device, p.op_estimate, p.mem_estimate)
 
   def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
+    check_args(self.p, bufs)
     global_size, local_size = self.p.launch_dims(var_vals)
     vals = tuple(var_vals[v] for v in self.p.vars)
     return self.clprg(*[b._buf for b in bufs], global_size=global_size, local_size=local_size, vals=vals, wait=wait)  # type: ignore[no-any-return]

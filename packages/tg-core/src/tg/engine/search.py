@@ -13,6 +13,7 @@ from tg.codegen.kernel import Kernel, KernelOptError, Opt, OptOps
 from tg.codegen.lowerer import GLOBAL, REDUCE
 from tg.device import Buffer, Compiler, Device
 from tg.diskcache import diskcache_get, diskcache_put, stable_key
+from tg.engine.realize import check_args
 from tg.helpers import DEBUG
 from tg.renderer import Renderer
 from tg.settings import BEAM_WORKERS
@@ -56,6 +57,7 @@ def _time(k: Kernel, lib: bytes, bufs: list[Buffer], var_vals: dict[Variable, in
   dev = Device[bufs[0].device]
   assert dev.runtime is not None
   p = k.to_program() if not hasattr(k, "_program") else k._program  # type: ignore[attr-defined]
+  check_args(p, bufs)
   prg = dev.runtime(p.function_name, lib)
   global_size, local_size = p.launch_dims(var_vals)
   vals = tuple(var_vals[v] for v in p.vars)

@@ -84,14 +84,18 @@ class Renderer:
 
 @dataclass(frozen=True)
 class Program:
-  """One rendered kernel: everything the runtime needs to launch it."""
+  """One rendered kernel: everything the runtime needs to launch it.
+
+  Its parameters are its schedule item's buffers, all of them in order (parameter i is buffer i, `data<i>`, whether
+  the kernel reads it or not: core keeps a DEFINE_GLOBAL for each), then the symbolic sizes `vars`. Every caller
+  (CompiledRunner, BEAM's timing, the graphs) passes exactly `buf_count` buffers, then `vars`' values."""
   name: str
   src: str
   device: str
   global_size: tuple[sint, ...] = ()
   local_size: tuple[sint, ...] = ()
   vars: tuple[Variable, ...] = ()           # symbolic sizes, passed after the buffers in this order
-  buf_count: int = 0
+  buf_count: int = 0                        # buffer parameters: the schedule item's buffers 0..buf_count-1
   op_estimate: sint = 0
   mem_estimate: sint = 0
   uops: list[UOp] = field(default_factory=list, compare=False, repr=False)

@@ -14,7 +14,7 @@ from typing import Any
 
 from tg.device import Buffer
 from tg.engine.jit import GraphRunner
-from tg.engine.realize import CompiledRunner, ExecItem
+from tg.engine.realize import CompiledRunner, ExecItem, check_args
 from tg.renderer.cpu import outer_symbol
 from tg.shape.symbolic import Variable
 
@@ -24,6 +24,8 @@ class BatchGraph(GraphRunner):
     super().__init__(jit_cache, input_replace)
     self.runners: list[CompiledRunner] = [ei.prg for ei in jit_cache if isinstance(ei.prg, CompiledRunner)]
     assert len(self.runners) == len(jit_cache), f"{type(self).__name__} replays compiled kernels only"
+    for r, ei in zip(self.runners, jit_cache):
+      check_args(r.p, ei.bufs)  # kernel j's arguments are jit_cache[j].bufs, every one a parameter (tg.renderer.Program)
     self.slots: dict[int, int] = {}  # one table slot per distinct buffer (by identity)
     for ei in jit_cache:
       for b in ei.bufs:
