@@ -123,3 +123,13 @@ def test_plugin_of_unknown_api_version_names_the_migration_note() -> None:
 def test_spec_of_an_uninstalled_device_says_what_to_install() -> None:
   with pytest.raises(PluginError, match=r"pip install tg-nosuchdev"):
     device_spec("NOSUCHDEV:1")
+
+
+@needs_toy
+def test_plugin_that_fails_to_describe_its_device_breaks_only_that_device() -> None:
+  with pytest.raises(PluginError, match=r"tg_toy.badspec failed to describe device TOYBADSPEC: OSError: mydriver_probe\(\) crashed"):
+    Device["TOYBADSPEC"]
+  assert "mydriver_probe() crashed" in Device.availability("TOYBADSPEC")
+  out = run_py("from tg import Device, Tensor; from tg.devices import report; print(report()); print((Tensor([1, 2]) * 2).tolist())", DEVICE="")
+  assert out.returncode == 0, out.stderr
+  assert "TOYBADSPEC" in out.stdout and "mydriver_probe() crashed" in out.stdout and out.stdout.strip().endswith("[2, 4]")

@@ -151,16 +151,22 @@ def device_spec(device: str) -> DeviceSpec:
   declared for it. Raises PluginError when the plugin can't be loaded or gives no spec."""
   base, _ = split_device(device)
   module = load_plugin(base)
-  if getattr(module, "TG_PLUGIN_API_VERSION", None) == 1:
-    spec = v1.spec_from_hooks(device)
-  else:  # asked of the owning plugin only: a device's spec never depends on which other plugins happen to be loaded
-    spec = module.tg_device(device=device)
+  try:
+    if getattr(module, "TG_PLUGIN_API_VERSION", None) == 1:
+      spec = v1.spec_from_hooks(device)
+    else:  # asked of the owning plugin only: a device's spec never depends on which other plugins happen to be loaded
+      spec = module.tg_device(device=device)
+  except Exception as e:  # a plugin that fails to describe its device breaks only that device
+    raise PluginError(f"the plugin {module.__name__} failed to describe device {device}: {type(e).__name__}: {e}") from e
   if spec is None:
     raise PluginError(f"the plugin {module.__name__} for {base} gave no DeviceSpec for {device} (its tg_device hook returned None)")
   _check_spec(spec, module.__name__, device)
   for name in _override_modules(base):
-    override = importlib.import_module(name)
-    if (changed := override.tg_device_override(device=device, spec=spec)) is not None:
+    try:
+      changed = importlib.import_module(name).tg_device_override(device=device, spec=spec)
+    except Exception as e:
+      raise PluginError(f"the override {name} of device {device} failed: {type(e).__name__}: {e}") from e
+    if changed is not None:
       _check_spec(changed, name, device)
       spec = changed
   return spec  # type: ignore[no-any-return]
