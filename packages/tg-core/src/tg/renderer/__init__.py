@@ -15,8 +15,14 @@ from tg.shape.symbolic import Variable, sint, sym_infer
 
 
 class Renderer:
+  # The capabilities, grouped as docs/capabilities.md lists them (type, default, meaning, what core does, each
+  # in-tree renderer's values). Core reads these and never the device's name.
+
+  # ---- identity ----
   device: str = ""
   suffix: str = ""                         # kernel name suffix, for DEBUG output
+
+  # ---- workgroups and threads ----
   # True: output axes are hardware indices (SPECIAL gidx = workgroup index, lidx = thread in the workgroup) and
   # Program.global_size / local_size are the launch's workgroup counts / workgroup size per dim (x, y, z);
   # without LOCAL opts each workgroup is one thread. False: output axes are loops (CPUs).
@@ -26,9 +32,9 @@ class Renderer:
   local_max: tuple[int, ...] = (1024, 1024, 64)  # max workgroup size per dim
   local_max_threads: int = 1024            # max threads in one workgroup
   shared_max: int = 48 * 1024              # bytes of DEFINE_LOCAL memory one kernel may use
-  # tensor-core instructions the renderer can emit for WMMA uops (tg.codegen.tensor_core): enables the TC opt
-  tensor_cores: tuple[TensorCore, ...] = ()
-  # Vectors. vector_bytes: the widest vector the device has a type for (0: no vectors); the kernel optimizer then
+
+  # ---- vectors ----
+  # vector_bytes: the widest vector the device has a type for (0: no vectors); the kernel optimizer then
   # lowers one UPCAST axis as vector values (see tg.codegen.lowerer.Lowerer), of at most vector_width(dt) lanes.
   vector_bytes: int = 0
   vector_dtypes: frozenset[DType] | None = None  # the scalar dtypes that have vector types (None: all but bool)
@@ -36,11 +42,35 @@ class Renderer:
   # a vector LOAD may have a mask (a VECTORIZE of one bool per lane, the only bool vector core makes): masked-off
   # lanes read nothing and get the alternative value. Without it, such lanes are gathered one by one
   masked_vector_loads: bool = False
+
+  # ---- memory ----
   # bytes a load may read before the start and after the end of a buffer, because the device's allocator keeps them
   # readable (HostAllocator's slack). From a vector's size on, a masked vector LOAD may read the whole vector
   # (whenever any lane is valid its lanes lie within that distance of the buffer) and then zero the masked-off
   # lanes: no branch and no lane-by-lane gather at a padded image's edges
   overread_bytes: int = 0
+
+  # ---- dtypes ----
+  # dtypes the device computes in directly; others are emulated by core (bfloat16 through uint16 bits)
+  unsupported_dtypes: frozenset[DType] = frozenset()
+  # dtypes the device can't hold in a kernel at all (e.g. WGSL has no float64 or int64): a kernel that needs one
+  # fails to lower with an error that names the dtype and the device; see tg.device.is_dtype_supported
+  missing_dtypes: frozenset[DType] = frozenset()
+
+  # ---- math ----
+  # UnaryOps (EXP2, LOG2, SIN) the device has no instruction for: core expands them into basic ALU ops
+  # (tg.codegen.transcendental) before linearizing, so render() never sees them
+  transcendental_fallback: frozenset[UnaryOps] = frozenset()
+  # True: a sum of float32/float64 products accumulates through TernaryOps.MULACC, a*b+c in one instruction (the
+  # linearizer makes it; nothing else fuses). Render it as the device's fused multiply-add
+  fused_mulacc: bool = False
+  # False: the device's compiler may fuse and reorder float math, divide to a few ulp and assume no NaN or infinity
+  # (WGSL allows all three), so results can differ from strict IEEE in the last bits and around NaN/inf
+  strict_float: bool = True
+  # tensor-core instructions the renderer can emit for WMMA uops (tg.codegen.tensor_core): enables the TC opt
+  tensor_cores: tuple[TensorCore, ...] = ()
+
+  # ---- CPU tuning ----
   # > 0: a large matmul-like sum (a matmul, a conv: tg.lazy.LazyBuffer.r) reads copies of its operands packed in panels
   # of this many elements along each operand's own output axis (A's rows, B's columns, a conv weight's output
   # channels), stored innermost after the reduce axes: a register tile that wide then reads each operand as one
@@ -51,20 +81,6 @@ class Renderer:
   # that each of the kernel's independent accumulators adds only a short chain (a float sum's error grows with its
   # chains' length); 0: tg.lazy.SUM_LEAF (8192, for GPUs, whose kernels group a run's threads)
   reduce_leaf: int = 0
-  # dtypes the device computes in directly; others are emulated by core (bfloat16 through uint16 bits)
-  unsupported_dtypes: frozenset[DType] = frozenset()
-  # dtypes the device can't hold in a kernel at all (e.g. WGSL has no float64 or int64): a kernel that needs one
-  # fails to lower with an error that names the dtype and the device; see tg.device.is_dtype_supported
-  missing_dtypes: frozenset[DType] = frozenset()
-  # UnaryOps (EXP2, LOG2, SIN) the device has no instruction for: core expands them into basic ALU ops
-  # (tg.codegen.transcendental) before linearizing, so render() never sees them
-  transcendental_fallback: frozenset[UnaryOps] = frozenset()
-  # True: a sum of float32/float64 products accumulates through TernaryOps.MULACC, a*b+c in one instruction (the
-  # linearizer makes it; nothing else fuses). Render it as the device's fused multiply-add
-  fused_mulacc: bool = False
-  # False: the device's compiler may fuse and reorder float math, divide to a few ulp and assume no NaN or infinity
-  # (WGSL allows all three), so results can differ from strict IEEE in the last bits and around NaN/inf
-  strict_float: bool = True
 
   def vector_width(self, dt: DType) -> int:
     """The most lanes a vector of scalar dtype `dt` may have here (1: no vectors of it)."""
