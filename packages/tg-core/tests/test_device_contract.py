@@ -41,12 +41,19 @@ def test_spec_parts_must_be_factories() -> None:
   assert not DeviceSpec(allocator=HostAllocator).runs_kernels
 
 
-def test_every_instance_gets_its_own_parts() -> None:
-  a, b = Device["PYTHON"], Device["PYTHON:1"]
+@pytest.mark.parametrize("base", ["PYTHON", "DEFAULT"])
+def test_every_instance_gets_its_own_parts(base: str) -> None:
+  base = split_device(Device.DEFAULT)[0] if base == "DEFAULT" else base
+  a, b = Device[base], Device[f"{base}:1"]
   assert isinstance(a, Compiled) and isinstance(b, Compiled) and a is not b
   for part in ("allocator", "renderer", "compiler"):
     assert getattr(a, part) is not getattr(b, part), part
-  assert (a.renderer.device, b.renderer.device) == ("PYTHON", "PYTHON:1")  # type: ignore[union-attr]
+  assert (a.renderer.device, b.renderer.device) == (base, f"{base}:1")  # type: ignore[union-attr]
+  x, y = Tensor([1.0, 2.0, 3.0], device=base), Tensor([4.0, 5.0, 6.0], device=f"{base}:1")
+  out = (y * 2 + y.sum()).realize()
+  assert out.lazydata.buffer.allocator is b.allocator  # type: ignore[union-attr]
+  np.testing.assert_allclose(out.numpy(), [23, 25, 27])
+  np.testing.assert_allclose((x + out.to(base)).numpy(), [24, 27, 30])
 
 
 @needs_toy
