@@ -94,6 +94,7 @@ def test_int_tensor_plus_int_scalar_stays_int():
   np.testing.assert_array_equal(t.numpy(), a + np.int8(1))
 
 
+@pytest.mark.skipif(not is_dtype_supported(dtypes.float16), reason="the device has no float16 (Renderer.missing_dtypes)")
 def test_float16_tensor_times_float_scalar_stays_float16():
   a = np.array([1.5, -2.0, 3.25], dtype=np.float16)
   t = Tensor(a) * 2.0
@@ -128,6 +129,7 @@ def test_int32_times_float32_tensor_is_float32():
   np.testing.assert_array_equal(t.numpy(), a.astype(np.float32) * b)
 
 
+@pytest.mark.skipif(not is_dtype_supported(dtypes.float16), reason="the device has no float16 (Renderer.missing_dtypes)")
 def test_int32_plus_float16_tensor_is_float16():
   a = np.array([1, 2, -3], dtype=np.int32)
   b = np.array([0.5, -1.25, 2.0], dtype=np.float16)

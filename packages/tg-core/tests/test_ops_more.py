@@ -1095,6 +1095,8 @@ PROMOTIONS = [
 def test_type_promotion_add_mul(da, db):
   if np.int64 in (da, db) and not is_dtype_supported(dtypes.int64):
     pytest.skip("device has no int64 (WGSL has none: WEBGPU)")
+  if np.float16 in (da, db) and not is_dtype_supported(dtypes.float16):
+    pytest.skip("the device has no float16 (Renderer.missing_dtypes)")
   a = np.array([[1, 0, 3], [2, 1, 0]]).astype(da)
   b = np.array([[2, 1, 1], [0, 3, 1]]).astype(db)
   for op in (lambda x, y: x + y, lambda x, y: x * y, lambda x, y: y * x):
@@ -1105,6 +1107,8 @@ def test_type_promotion_add_mul(da, db):
 @pytest.mark.parametrize("scalar", [2, 2.5])
 def test_type_promotion_python_scalar(dt, scalar):
   a = np.array([[1, 0, 3], [2, 1, 0]]).astype(dt)
+  if dt is np.float16 and not is_dtype_supported(dtypes.float16):
+    pytest.skip("the device has no float16 (Renderer.missing_dtypes)")
   if dt is np.bool_ and isinstance(scalar, int):
     pytest.skip("bool tensor + int: torch gives int64, tg its default int (int32, as tinygrad)")
   helper_test_op(None, lambda x: x + scalar, lambda x: x + scalar, vals=[a], forward_only=True)

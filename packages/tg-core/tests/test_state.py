@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tg import Device, Tensor, dtypes
+from tg.device import is_dtype_supported
 from tg.dtype import DType
 from tg.helpers import GlobalCounters
 from tg.nn.state import (
@@ -212,12 +213,16 @@ def test_disk_buffers_at_offsets_share_one_mapping(tmp_path) -> None:
 
 # ---------- load_state_dict ----------
 
+needs_f16 = pytest.mark.skipif(not is_dtype_supported(dtypes.float16), reason="the device has no float16 (Renderer.missing_dtypes)")
+
+
 class Model:
   def __init__(self) -> None:
     self.l1 = {"weight": Tensor.zeros(3, 2).contiguous().realize(), "bias": Tensor.zeros(3).contiguous().realize()}
     self.layers = [Tensor.zeros(4, dtype=dtypes.float16).contiguous().realize()]
 
 
+@needs_f16  # Model has a float16 tensor
 def test_load_state_dict_assigns_in_place() -> None:
   m = Model()
   w, b = m.l1["weight"], m.l1["bias"]
@@ -232,6 +237,7 @@ def test_load_state_dict_assigns_in_place() -> None:
   assert all(t.lazydata.realized is not None for t in get_state_dict(m).values())
 
 
+@needs_f16  # Model has a float16 tensor
 def test_load_state_dict_from_disk(tmp_path) -> None:
   m = Model()
   fn = str(tmp_path / "m.safetensors")
@@ -245,6 +251,7 @@ def test_load_state_dict_from_disk(tmp_path) -> None:
     np.testing.assert_array_equal(t.numpy(), vals[k])
 
 
+@needs_f16  # Model has a float16 tensor
 def test_load_state_dict_strict_errors() -> None:
   m = Model()
   sd = {"l1.weight": Tensor.ones(3, 2), "layers.0": Tensor.ones(4), "extra.thing": Tensor.ones(1)}
@@ -258,6 +265,7 @@ def test_load_state_dict_strict_errors() -> None:
   assert (m.l1["weight"].numpy() == 1).all() and (m.l1["bias"].numpy() == 0).all()
 
 
+@needs_f16  # Model has a float16 tensor
 def test_load_state_dict_shape_mismatch() -> None:
   m = Model()
   sd = {"l1.weight": Tensor.ones(2, 3), "l1.bias": Tensor.ones(3), "layers.0": Tensor.ones(4)}

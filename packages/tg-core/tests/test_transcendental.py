@@ -146,6 +146,7 @@ def test_float32_special_values() -> None:
 
 
 @pytest.mark.usefixtures("fallback")
+@pytest.mark.skipif(not is_dtype_supported(dtypes.float16), reason="the device has no float16 (Renderer.missing_dtypes)")
 @pytest.mark.parametrize("op", [UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN], ids=lambda o: o.name)
 def test_float16(op: UnaryOps) -> None:
   # computed in float32 and rounded once: within a hair of correct rounding, for every float16 (or a strided subset)

@@ -1,7 +1,7 @@
 """TOYV1: the TOY device as it was written for plugin API version 1 (one hook per part), kept unchanged to show
-that such a plugin still runs, with a DeprecationWarning, through tg.plugins.v1. It reuses the renderer, compiler and UOp interpreter that tg-core ships for PYTHON,
-and brings its own allocator and a runtime that records each launch. Everything goes through the
-public contract only: hookimpl, the Renderer/Compiler/Allocator base classes and the hook names."""
+that such a plugin still runs, with a DeprecationWarning, through tg.plugins.v1. It reuses the renderer, compiler
+and UOp interpreter that tg-core ships for PYTHON, and brings its own allocator and a runtime that records each
+launch."""
 from __future__ import annotations
 
 from collections.abc import Callable
