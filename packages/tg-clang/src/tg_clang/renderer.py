@@ -16,6 +16,21 @@ from tg.renderer.cstyle import CStyleLanguage
 
 LANE_MASK = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}  # a mask lane as wide as the data lane
 
+# double -> __fp16 in one correct rounding. clang compiles that cast to a call of __truncdfhf2, and the one it links
+# (libgcc's, which returns _Float16 in a vector register) does not match the calling convention clang 14 expects of
+# it (a 16-bit integer), so the cast returned garbage (-3.0 came back as 3e-05). Instead: double -> float rounded to
+# odd (toward zero, then the last bit set when inexact), then float -> half (an F16C instruction). Rounding to odd
+# first with 13 spare bits makes the second rounding give exactly the double's correctly rounded half.
+D2H = """static inline float tg_round_to_odd_float(double d) {
+  float f = (float)d;
+  if (d != d || (double)f == d) return f;
+  union { float f; unsigned int u; } v; v.f = f;
+  if (__builtin_fabs((double)f) > __builtin_fabs(d)) v.u -= 1;
+  v.u |= 1;
+  return v.f;
+}
+"""
+
 
 class ClangRenderer(CStyleLanguage):
   device = "CLANG"
@@ -48,6 +63,8 @@ class ClangRenderer(CStyleLanguage):
     vecs = sorted(used, key=lambda dt: (dt.priority, dt.count))
     self._typedefs = "".join(f"typedef {self.render_dtype(dt.scalar())} {self.render_dtype(dt)} "
                              f"__attribute__((ext_vector_type({dt.count}), aligned({dt.scalar().itemsize})));\n" for dt in vecs)
+    if any(u.op is UOps.CAST and u.dtype == dtypes.float16 and u.src[0].dtype == dtypes.float64 for u in uops):
+      self._typedefs += D2H
     return super().render(name, uops)
 
   @staticmethod
@@ -87,6 +104,11 @@ class ClangRenderer(CStyleLanguage):
       return self._typedefs + super().render_kernel(name, kernel, bufs, variables)
     return self._typedefs + f"const int {outer_symbol(name)} = {self._split.src[1].arg};\n" + \
       super().render_kernel(name, kernel, bufs, variables + [START, END])
+
+  def render_cast(self, x: str, dt: DType, from_dt: DType | None = None) -> str:
+    if dt == dtypes.float16 and from_dt == dtypes.float64:
+      return f"(__fp16)tg_round_to_odd_float({x})"  # see D2H (__fp16 can't be a C function's return type)
+    return super().render_cast(x, dt, from_dt)
 
   def render_vectorize(self, lanes: list[str], dt: DType) -> str:
     return f"({self.render_dtype(dt)}){{{','.join(lanes)}}}"  # a compound literal of the ext_vector_type

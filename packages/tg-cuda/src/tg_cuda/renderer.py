@@ -103,6 +103,11 @@ class CUDARenderer(CStyleLanguage):
     prefix = "".join(self._includes)
     return f"{prefix}extern \"C\" __global__ void __launch_bounds__({self._threads}) {name}({', '.join(args)}) {{\n{body}\n}}"
 
+  def render_cast(self, x: str, dt: DType, from_dt: DType | None = None) -> str:
+    if dt == dtypes.float16 and from_dt == dtypes.float64:
+      return f"tg_double_to_half({x})"  # one rounding (include/tg_fp16.h)
+    return super().render_cast(x, dt, from_dt)
+
   def render_bitcast(self, x: str, from_dt: DType, to_dt: DType) -> str:
     return f"__builtin_bit_cast({self.render_dtype(to_dt)}, ({self.render_dtype(from_dt)})({x}))"
 

@@ -146,7 +146,7 @@ class CStyleLanguage(Renderer):
     """The vector x of from_dt converted lane by lane to to_dt (same count). Portable default: one render_cast per
     lane (render_gep), joined by render_vectorize; a dialect with a vector conversion (clang's
     __builtin_convertvector, OpenCL C's convert_float4) overrides it."""
-    lanes = [self.render_cast(self.render_gep(x, i, from_dt), to_dt.scalar()) for i in range(to_dt.count)]
+    lanes = [self.render_cast(self.render_gep(x, i, from_dt), to_dt.scalar(), from_dt.scalar()) for i in range(to_dt.count)]
     return self.render_vectorize(lanes, to_dt)
 
   def render_const(self, x: object, dt: DType) -> str:
@@ -167,8 +167,8 @@ class CStyleLanguage(Renderer):
       return f"{x}ll" if x != dtypes.min(dt) else f"({x + 1}ll-1)"
     return f"({x})" if dt != dtypes.int32 else (str(x) if x != dtypes.min(dt) else f"({x + 1}-1)")
 
-  def render_cast(self, x: str, dt: DType) -> str:
-    """The scalar x converted to dt (a value conversion, as C's cast)."""
+  def render_cast(self, x: str, dt: DType, from_dt: DType | None = None) -> str:
+    """The scalar x (of from_dt, when known) converted to dt (a value conversion, as C's cast)."""
     return f"({self.render_dtype(dt)})({x})"
 
   def render_bitcast(self, x: str, from_dt: DType, to_dt: DType) -> str:
@@ -269,7 +269,7 @@ class CStyleLanguage(Renderer):
         line(f"{self.render_dtype(dt)} {ssa('alu', u)} = {code};")
       elif u.op is UOps.CAST:
         assert dt is not None and u.src[0].dtype is not None
-        val = self.render_cast(r[u.src[0]], dt) if dt.count == 1 else self.render_vector_cast(r[u.src[0]], u.src[0].dtype, dt)
+        val = self.render_cast(r[u.src[0]], dt, u.src[0].dtype) if dt.count == 1 else self.render_vector_cast(r[u.src[0]], u.src[0].dtype, dt)
         line(f"{self.render_dtype(dt)} {ssa('cast', u)} = {val};")
       elif u.op is UOps.VECTORIZE and dt is not None and dt.scalar() == dtypes.bool:
         pass  # a load's mask: C has no bool vectors, the load reads each lane's bool (render_masked_load)

@@ -52,3 +52,14 @@ struct half {
   __device__ __forceinline__ half(float f) : x(tg_float_to_half_bits(f)) {}
   __device__ __forceinline__ operator float() const { return tg_half_bits_to_float(x); }
 };
+
+// double -> half in one correct rounding. half(float) after C++'s double -> float conversion rounds twice (wrong for
+// doubles just off a midpoint between two halves, one case in three near them). Rounding to odd first (toward zero,
+// then the last bit set when inexact) keeps enough information for the float -> half rounding to be the right one.
+__device__ __forceinline__ half tg_double_to_half(double d) {
+  float f = (float)d;
+  if (d != d || (double)f == d) return half(f);
+  unsigned int u = __float_as_uint(f);
+  if ((f < 0.0f ? -(double)f : (double)f) > (d < 0.0 ? -d : d)) u -= 1u;
+  return half(__uint_as_float(u | 1u));
+}
