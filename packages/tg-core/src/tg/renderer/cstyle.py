@@ -2,7 +2,7 @@
 
 A subclass sets the spelling of its language (type names, the kernel signature, how thread ids and
 math functions are written); the walk over the linear program is here, once. Every piece of text that differs
-between C dialects (C99, CUDA, OpenCL C, MSL, HIP) comes from one small method below, so a dialect overrides
+between C dialects (C99, OpenCL C, MSL, the GPU vendors' C++) comes from one small method below, so a dialect overrides
 methods and never patches rendered source:
 
 - memory: render_load, render_store (scalar and vector access, gated loads built around them), render_ptr (the
@@ -49,10 +49,10 @@ def _safe_divmod(op: str, a: str, b: str, dt: DType) -> str:
 class CStyleLanguage(Renderer):
   kernel_prefix: str = ""   # before the kernel's `void`, e.g. "__kernel " (OpenCL C)
   # the address-space qualifier of global memory, in buffer parameters and in the casts of vector accesses to them,
-  # e.g. "__global " (OpenCL C); C and CUDA have one address space for pointers and need none
+  # e.g. "__global " (OpenCL C); C and NVIDIA's C++ have one address space for pointers and need none
   buffer_prefix: str = ""
   # the qualifier of a pointer into workgroup memory (DEFINE_LOCAL) in the cast of a vector access, e.g. "__local "
-  # (OpenCL C); CUDA's pointers are generic and need none
+  # (OpenCL C); NVIDIA's C++ pointers are generic and need none
   local_prefix: str = ""
   arg_int_prefix: str = "const int"
   type_map: dict[DType, str] = {}
@@ -84,12 +84,12 @@ class CStyleLanguage(Renderer):
 
   def render_vectorize(self, lanes: list[str], dt: DType) -> str:
     """A vector of dtype `dt` from its lanes' expressions. C has no portable spelling: clang writes (float4){a,b,c,d},
-    OpenCL C (float4)(a,b,c,d), CUDA make_float4(a,b,c,d)."""
+    OpenCL C (float4)(a,b,c,d), NVIDIA's C++ make_float4(a,b,c,d)."""
     raise NotImplementedError(f"{type(self).__name__} has vectors (vector_bytes > 0) but no render_vectorize: implement it, "
                               "e.g. return f\"({self.render_dtype(dt)})({','.join(lanes)})\" for OpenCL C")
 
   def render_gep(self, x: str, i: int, dt: DType) -> str:
-    """Lane i of the vector x, whose type is dt (C vector extensions, HIP and MSL index vectors; OpenCL C may write x.s0)."""
+    """Lane i of the vector x, whose type is dt (C vector extensions and MSL index vectors; OpenCL C may write x.s0)."""
     return f"{x}[{i}]"
 
   def render_ptr(self, dt: DType, local: bool = False) -> str:
