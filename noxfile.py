@@ -12,7 +12,8 @@
 
 Each test session makes a fresh venv, installs tg-core and the backend from this working tree (plus
 the toy third-party plugin used by the plugin tests), checks that the device registered and is
-usable, then runs the device-generic tests on it.
+usable, runs the device-generic tests on it, then the conformance kit from the installed tg-core
+(`pytest -p tg.testing --pyargs tg.conformance --tg-device NAME`, run outside the repo: docs/conformance.md).
 """
 from __future__ import annotations
 
@@ -56,6 +57,14 @@ def _run_backend_tests(session: nox.Session, backend: str) -> None:
               env=env)
   tests = [f"{CORE}/tests"] + ([f"{package}/tests"] if package else [])
   session.run("pytest", *tests, f"--tg-device={device}", "-q", *session.posargs, env={"TG_REQUIRE_TOY": "1", **env})
+  # the conformance kit as a plugin author runs it: from the installed wheel (site-packages), in a directory of its
+  # own whose empty pytest.ini stops pytest from finding the repo's configuration (.nox lies inside the repo)
+  tmp = session.create_tmp()
+  with open(f"{tmp}/pytest.ini", "w") as f:
+    f.write("[pytest]\n")
+  session.chdir(tmp)
+  session.run("python", "-c", "import tg.conformance as k; assert 'site-packages' in k.__file__, f'the kit runs from {k.__file__}'")
+  session.run("pytest", "-p", "tg.testing", "--pyargs", "tg.conformance", f"--tg-device={device}", "-q", "-rs", env=env)
 
 
 @nox.session

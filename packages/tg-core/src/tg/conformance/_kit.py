@@ -43,11 +43,10 @@ def _renderer_flag(attr: str) -> Callable[[], bool]:
 
 # capability -> (does the device have it, what it declares when it lacks it); the names @pytest.mark.needs takes
 CAPABILITIES: dict[str, tuple[Callable[[], bool], str]] = {
-  "kernels": (lambda: renderer() is not None and Device[Device.DEFAULT].runtime is not None,
-              "runs no kernels (its DeviceSpec has no renderer or program)"),
+  "kernels": (lambda: Device[Device.DEFAULT].spec.runs_kernels, "runs no kernels (its DeviceSpec has no renderer, compiler or program)"),
   "local": (_renderer_flag("has_local"), "has no workgroups with shared memory (Renderer.has_local is False)"),
   "vectors": (lambda: bool(getattr(renderer(), "vector_bytes", 0)), "has no vector types (Renderer.vector_bytes is 0)"),
-  "graph": (lambda: getattr(Device[Device.DEFAULT], "graph", None) is not None, "has no graph for TinyJit (DeviceSpec.graph is None)"),
+  "graph": (lambda: Device[Device.DEFAULT].graph is not None, "has no graph for TinyJit (DeviceSpec.graph is None)"),
   "strict_float": (_renderer_flag("strict_float"),
                    "may assume no NaN or infinity in float math (Renderer.strict_float is False)"),
 }
@@ -67,14 +66,8 @@ def missing_dtype(dt: DType) -> str:
 
 
 def is_slow_device() -> bool:
-  """Interpreters and emulators (priority 0 or below) run the kit on smaller sizes."""
-  dev = Device[Device.DEFAULT]
-  spec = getattr(dev, "spec", None)
-  if spec is not None:
-    return int(spec.priority) <= 0
-  import tg.plugins  # plugin API version 1: the priority hook
-  hook = getattr(tg.plugins, "hook", None)
-  return hook is not None and int(hook("tg_device_priority", Device.DEFAULT.split(":")[0]) or 0) <= 0
+  """Interpreters and emulators (DeviceSpec.priority 0 or below) run the kit on smaller sizes."""
+  return Device[Device.DEFAULT].spec.priority <= 0
 
 
 def host_dtype(dt: DType) -> np.dtype:
