@@ -12,9 +12,15 @@ from tg import Device
 
 # a downstream project's test: it prints what tg's default device is at test time, without choosing one
 PROBE = """
+import pytest
+
 def test_probe():
   from tg.device import Device
   print("DEFAULT_BEFORE_CHOICE", Device._default)
+
+@pytest.mark.parametrize("x", ["a-1", "b-2"])
+def test_param(x):
+  assert x != "a-1"
 """
 
 
@@ -29,7 +35,7 @@ def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_not_loaded_unless_asked(tmp_path: Path) -> None:
   r = _pytest(tmp_path)
-  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  assert "1 failed, 2 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]  # test_param[a-1] fails by design
   assert "tg device:" not in r.stdout
   assert "DEFAULT_BEFORE_CHOICE None" in r.stdout  # nothing chose a default device for the project
   r = _pytest(tmp_path, "--tg-device", Device.DEFAULT)
@@ -38,16 +44,15 @@ def test_not_loaded_unless_asked(tmp_path: Path) -> None:
 
 def test_loaded_with_p_tg_testing(tmp_path: Path) -> None:
   r = _pytest(tmp_path, "-p", "tg.testing", "--tg-device", Device.DEFAULT)
-  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-  assert f"tg device: {Device.DEFAULT}" in r.stdout
+  assert f"tg device: {Device.DEFAULT}" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
   assert f"DEFAULT_BEFORE_CHOICE {Device.DEFAULT}" in r.stdout
 
 
 def test_xfail_file_marks_listed_tests(tmp_path: Path) -> None:
-  (tmp_path / "known.txt").write_text("# known failures\ntest_probe.py::test_probe  # the probe is listed\n")
-  r = _pytest(tmp_path, "-p", "tg.testing", "--tg-device", Device.DEFAULT, "--tg-xfail", str(tmp_path / "known.txt"), "-rX")
+  (tmp_path / "known.txt").write_text("# known failures\ntest_probe.py::test_probe  # the probe is listed\ntest_param[a-*]  # a bug\n")
+  r = _pytest(tmp_path, "-p", "tg.testing", "--tg-device", Device.DEFAULT, "--tg-xfail", str(tmp_path / "known.txt"), "-rxX")
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-  assert "1 xpassed" in r.stdout and "the probe is listed" in r.stdout
+  assert "1 passed, 1 xfailed, 1 xpassed" in r.stdout and "the probe is listed" in r.stdout and "a bug" in r.stdout
 
 
 @pytest.mark.parametrize("module", ["tg.testing", "tg.testing.plugin"])

@@ -5,8 +5,9 @@ never changes another project's pytest runs. Loaded, it adds:
 
   --tg-device NAME   the device tests run on: Device.DEFAULT is set to it before collection (default: $DEVICE,
                      else PYTHON, which needs no compiler). Tests never name a device; they use Device.DEFAULT.
-  --tg-xfail FILE    known failures of this device: one test id pattern per line (fnmatch, matched against the end
-                     of the node id, e.g. `test_alu.py::test_cast[float64-int8]`), `#` starts a comment. Those tests
+  --tg-xfail FILE    known failures of this device: one test id per line, matched against the end of the node id
+                     (`*` matches anything, brackets are literal: `test_elementwise.py::test_cast[float64-*]`),
+                     `#` starts a comment giving the reason. Those tests
                      still run and are reported xfail/xpass, so a device can pass the conformance kit (tg.conformance)
                      while its authors fix what is listed.
 """
@@ -49,12 +50,18 @@ def read_xfail_file(path: str) -> dict[str, str]:
   return out
 
 
+def _matches(nodeid: str, pattern: str) -> bool:
+  """`pattern` matches the end of `nodeid`; `*` and `?` are wildcards, `[` and `]` literal (parametrized ids have them)."""
+  glob = "".join(f"[{c}]" if c in "[]" else c for c in pattern)
+  return fnmatch.fnmatchcase(nodeid, glob) or fnmatch.fnmatchcase(nodeid, f"*/{glob}") or fnmatch.fnmatchcase(nodeid, f"*::{glob}")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
   if not (path := config.getoption("--tg-xfail")):
     return
   known = read_xfail_file(path)
   for item in items:
     for pattern, reason in known.items():
-      if fnmatch.fnmatchcase(item.nodeid, pattern) or fnmatch.fnmatchcase(item.nodeid, f"*/{pattern}"):
+      if _matches(item.nodeid, pattern):
         item.add_marker(pytest.mark.xfail(reason=f"known failure on this device: {reason}", strict=False))
         break
