@@ -1201,8 +1201,11 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return self._reduce(F.Max, axis, keepdim)
 
   def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-    if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
-      return (self.cast(dtypes.int64) * -1).max(axis, keepdim).mul(-1).cast(self.dtype)
+    # ints: ~x reverses the order with no overflow (-x wraps at the dtype's minimum, and unsigned has no negatives)
+    if self.dtype == dtypes.bool:
+      return self.logical_not().max(axis, keepdim).logical_not()
+    if dtypes.is_int(self.dtype):
+      return ~((~self).max(axis, keepdim))
     return -((-self).max(axis, keepdim))
 
   def _upcast_half(self) -> Tensor:

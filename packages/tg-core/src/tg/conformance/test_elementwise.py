@@ -41,6 +41,14 @@ def test_arithmetic(dt: DType, rng: np.random.Generator) -> None:
     _check(-ta, -ha, dt)
 
 
+@pytest.mark.parametrize("n", [65537, 131071])
+def test_prime_output_counts(n: int) -> None:
+  """A prime number of outputs, above 65535: a GPU's launch must cover them though no grid of whole workgroups
+  per dimension (Renderer.global_max) multiplies to exactly n."""
+  x = np.arange(n, dtype=np.int32)
+  np.testing.assert_array_equal((Tensor(x) * 3 + 1).numpy(), x * 3 + 1)
+
+
 @pytest.mark.parametrize("dt", dtype_params(INTS))
 def test_bitwise_and_shifts(dt: DType, rng: np.random.Generator) -> None:
   a, b = random_values(dt, N, rng), random_values(dt, N, rng)

@@ -25,8 +25,11 @@ def test_sum_max_min_per_axis(dt: DType, rng: np.random.Generator) -> None:
     got = t.sum(axis).numpy().astype(np.float64)
     rtol, atol = tolerance(dt)
     np.testing.assert_allclose(got, hx.sum(axis), rtol=rtol * 20, atol=atol * 40)
-    np.testing.assert_array_equal(t.max(axis).numpy(), x.astype(host_dtype(dt)).max(axis))
-    np.testing.assert_array_equal(t.min(axis).numpy(), x.astype(host_dtype(dt)).min(axis))
+  full = random_values(dt, (13, 37), rng)  # max and min over the dtype's whole range (uint64 past 2**63 included)
+  tf = Tensor(full, dtype=dt)
+  for axis in (0, 1, None):
+    np.testing.assert_array_equal(tf.max(axis).numpy(), full.astype(host_dtype(dt)).max(axis))
+    np.testing.assert_array_equal(tf.min(axis).numpy(), full.astype(host_dtype(dt)).min(axis))
 
 
 def test_reductions_of_a_permuted_3d_tensor(rng: np.random.Generator) -> None:
@@ -51,7 +54,7 @@ def test_large_float_sum(rng: np.random.Generator, size: Callable[[int], int]) -
 
 
 def test_large_int_sum(size: Callable[[int], int]) -> None:
-  n = size(1 << 20) + 1
+  n = size(1 << 20) + 2  # even: a prime count is test_elementwise.py::test_prime_output_counts' business
   assert Tensor.ones(n, dtype=dtypes.int32).contiguous().sum().item() == n
   x = np.arange(n, dtype=np.int32) % 1000
   assert Tensor(x).sum().item() == int(x.astype(np.int64).sum())
