@@ -49,11 +49,12 @@ def test_vectors_bools_and_workgroups() -> None:
   """float4 loads and stores (vload4/vstore4), bool buffers as uchar, and a reduction through __local memory."""
   rng = np.random.default_rng(0)
   x, y = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 64)).astype(np.float32)
-  np.testing.assert_allclose((Tensor(x) @ Tensor(y)).numpy(), x @ y, rtol=1e-4, atol=1e-4)
-  np.testing.assert_array_equal((Tensor(x) > 0).numpy(), x > 0)
-  np.testing.assert_array_equal(Tensor(x > 0).where(1.0, 2.0).numpy(), np.where(x > 0, 1.0, 2.0))
+  tx, ty = Tensor(x, device="OPENCL"), Tensor(y, device="OPENCL")
+  np.testing.assert_allclose((tx @ ty).numpy(), x @ y, rtol=1e-4, atol=1e-4)
+  np.testing.assert_array_equal((tx > 0).numpy(), x > 0)
+  np.testing.assert_array_equal(Tensor(x > 0, device="OPENCL").where(1.0, 2.0).numpy(), np.where(x > 0, 1.0, 2.0))
   big = rng.standard_normal(1 << 16).astype(np.float32)
-  np.testing.assert_allclose(Tensor(big).sum().numpy(), big.sum(dtype=np.float64), rtol=1e-4)
+  np.testing.assert_allclose(Tensor(big, device="OPENCL").sum().numpy(), big.sum(dtype=np.float64), rtol=1e-4)
 
 
 def test_instances_have_their_own_context() -> None:
@@ -72,3 +73,11 @@ def test_sub_buffer_views() -> None:
   base = Buffer("OPENCL", 2 * step, dtypes.int32).copyin(memoryview(np.arange(2 * step, dtype=np.int32)))
   view = base.view(step, dtypes.int32, step * 4)
   assert np.frombuffer(view.as_buffer(), np.int32).tolist() == list(range(step, 2 * step))
+
+
+def test_compiler_survives_pickling() -> None:
+  """BEAM search pickles the compiler into worker processes: a copy makes its own context and compiles the same way."""
+  import pickle
+  compiler = pickle.loads(pickle.dumps(Device["OPENCL"].compiler))
+  assert compiler.ctx is None and compiler.cachekey == Device["OPENCL"].compiler.cachekey
+  assert len(compiler.compile("__kernel void k(__global float* a) { a[0] = 1.0f; }")) > 0

@@ -1,6 +1,7 @@
 """The OpenCL runtime: one context and in-order queue per device instance, its memory, compiler and programs."""
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Any
 
@@ -60,18 +61,29 @@ class CLCompiler(Compiler):
   def __init__(self, cl_ctx: CLContext) -> None:
     dev = cl_ctx.device
     super().__init__(f"opencl {dev.platform.name} {dev.name} {dev.driver_version}")
-    self.cl = cl_ctx
+    self.ctx: cl.Context | None = cl_ctx.ctx
+    self.where = (dev.platform.name, dev.name)
     # strict IEEE division and sqrt where the device offers it (OpenCL allows 2.5 ulp otherwise)
     exact = dev.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT
     self.options = ["-w", *(["-cl-fp32-correctly-rounded-divide-sqrt"] if exact else [])]
 
+  def __getstate__(self) -> dict[str, Any]:
+    # BEAM search pickles the compiler into its worker processes: they get the device's name and make their own context
+    return {**self.__dict__, "ctx": None}
+
   def compile(self, src: str) -> bytes:
+    ctx = self.ctx if self.ctx is not None else _worker_context(*self.where)
     try:
-      prg = cl.Program(self.cl.ctx, src).build(options=self.options)
+      prg = cl.Program(ctx, src).build(options=self.options)
     except cl.RuntimeError as e:
       raise RuntimeError(f"OpenCL failed to compile a kernel:\n{e}\n--- source ---\n{src}") from e
     binary: bytes = prg.binaries[0]
     return binary
+
+
+@functools.cache
+def _worker_context(platform: str, device: str) -> cl.Context:
+  return cl.Context([next(d for p in cl.get_platforms() if p.name == platform for d in p.get_devices() if d.name == device)])
 
 
 class CLProgram:
