@@ -19,21 +19,46 @@ from tg.shape.symbolic import sym_infer
   ([5], (8, 8, 8)), ([3, 4], (8, 8, 8)), ([2, 3, 4, 5], (64, 64, 64)), ([2, 3, 4, 5, 6], (64, 64, 64)),
   ([7, 100], (25, 8, 8)),   # 100 is too long for x: split over a spare dim
   ([6, 3, 2, 6], (4, 3, 64)),  # no spare dim: numbered in one sequence, cut by divisors
+  ([97], (8, 8, 8)), ([5, 13], (4, 4, 8)),  # no divisors fit (a prime): more threads than outputs, the rest guarded
+  ([65537], (65535, 65535, 65535)),  # WEBGPU's limit and the first prime past it
   ([3, 5, 7], None), ([], (8, 8, 8)), ([], None),
 ])
 def test_fold_dims_covers_every_output_once(sizes: list[int], max_dims: tuple[int, ...] | None) -> None:
-  dims, launch, idxs = fold_dims(sizes, max_dims, "gidx")  # type: ignore[arg-type]
+  dims, launch, idxs, guard = fold_dims(sizes, max_dims, "gidx")  # type: ignore[arg-type]
   if max_dims is not None:
     assert len(dims) <= len(max_dims) and all(d <= m for d, m in zip(dims, max_dims))  # type: ignore[operator]
-  seen = [tuple(sym_infer(e, dict(zip(launch, coord))) for e in idxs) for coord in itertools.product(*[range(d) for d in dims])]  # type: ignore[arg-type]
+  seen = []
+  for coord in itertools.product(*[range(d) for d in dims]):  # type: ignore[arg-type]
+    env = dict(zip(launch, coord))
+    if guard is None or sym_infer(guard, env):
+      seen.append(tuple(sym_infer(e, env) for e in idxs))
   assert sorted(seen) == list(itertools.product(*[range(s) for s in sizes]))
+  assert (guard is None) == (int(np.prod(dims)) == int(np.prod(sizes))), "a guard exactly when threads outnumber outputs"
 
 
 def test_fold_dims_refuses_what_cannot_fit() -> None:
   with pytest.raises(ValueError, match="limits"):
-    fold_dims([97], (8, 8, 8), "gidx")  # a prime longer than any dim
-  with pytest.raises(ValueError, match="limits"):
     fold_dims([4, 4, 4], (2, 2, 2), "gidx")  # more outputs than the whole grid
+
+
+class PrimeGrid(PythonRenderer):
+  global_max = (4, 3, 2)  # 24 threads at most: 23 outputs (a prime) can't be cut exactly
+
+
+def test_guarded_launch_computes_each_output_once_in_place() -> None:
+  """More threads than outputs: the spare thread must neither read past the buffers nor store. An in-place add shows a
+  second store (it would add twice); a reduce shows loads gated too."""
+  a = np.arange(23 * 5, dtype=np.float32).reshape(23, 5)
+  t = Tensor(a, device="PYTHON").realize()
+  for expr, ref in ((lambda x: x.sum(1), a.sum(1)), (lambda x: x[:, 0] * 3 + 1, a[:, 0] * 3 + 1)):
+    sched = create_schedule([expr(t).lazydata])
+    assert len(sched) == 1
+    p = Kernel(sched[0].ast, PrimeGrid()).to_program()
+    assert int(np.prod([int(d) for d in p.global_size])) == 24
+    bufs = [b.ensure_allocated() for b in sched[0].bufs]
+    bufs[0].copyin(memoryview(np.full(23, 1000.0, np.float32)))
+    CompiledRunner(p)(bufs, {})
+    np.testing.assert_equal(np.frombuffer(bufs[0].as_buffer(), dtype=np.float32), ref)
 
 
 class SmallGrid(PythonRenderer):

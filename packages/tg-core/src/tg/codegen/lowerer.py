@@ -142,14 +142,17 @@ ACC_CHAINS = 8
 GLOBAL, REDUCE, UPCAST, UNROLL, LOCAL, GROUP, TC = "g", "r", "u", "n", "l", "G", "t"
 
 
-def fold_dims(sizes: list[sint], max_dims: tuple[int, ...] | None, name: str) -> tuple[list[sint], list[Variable], list[Node]]:
+def fold_dims(sizes: list[sint], max_dims: tuple[int, ...] | None, name: str) -> tuple[list[sint], list[Variable], list[Node], Node | None]:
   """Fit a kernel's output axes (outermost first) onto a device's launch dims (dim 0 = x, the innermost axis).
 
   Returns the launch dim sizes, a Variable `__<name><d>` per dim, and per axis its index as an expression of them.
   Each axis gets its own dim where the device allows (the innermost axis on x keeps neighbouring threads on
   neighbouring elements); axes beyond the device's dim count are merged into the outermost dim, and a dim longer
   than the device allows is split over a spare dim. When that can't fit, the outputs are numbered in one row-major
-  sequence that is cut into dims by divisors. Without `max_dims` every axis is its own dim."""
+  sequence that is cut into dims by divisors, or, when no divisors fit (a prime count past a dim's limit), into dims
+  whose product is a little more than the count: then the returned guard (else None) is the Node that holds only
+  for the launch's threads that have an output, and every load and store of the kernel is gated by it. Without
+  `max_dims` every axis is its own dim."""
   def variables(dims: list[sint]) -> list[Variable]:
     return [Variable(f"__{name}{d}", 0, (s if isinstance(s, int) else s.max) - 1) for d, s in enumerate(dims)]
 
@@ -162,7 +165,7 @@ def fold_dims(sizes: list[sint], max_dims: tuple[int, ...] | None, name: str) ->
     return out
 
   if not sizes:
-    return [], [], []
+    return [], [], [], None
   n = len(max_dims) if max_dims is not None else len(sizes)
   groups = [[len(sizes) - 1 - d] for d in range(min(n - 1, len(sizes)))]
   if len(sizes) >= n:  # the outermost dim takes every remaining axis
@@ -181,7 +184,7 @@ def fold_dims(sizes: list[sint], max_dims: tuple[int, ...] | None, name: str) ->
   idxs: dict[int, Node] = {}
   for d, g in enumerate(groups):
     idxs.update(unpack(launch[d] + launch[splits[d]] * dims[d] if d in splits else launch[d], g))
-  return dims, launch, [idxs[a] for a in range(len(sizes))]
+  return dims, launch, [idxs[a] for a in range(len(sizes))], None
 
 
 def _largest_divisor(n: int, m: int) -> int:
@@ -197,24 +200,43 @@ def _largest_divisor(n: int, m: int) -> int:
 
 
 def _fold_linear(sizes: list[sint], max_dims: tuple[int, ...], variables: Callable[[list[sint]], list[Variable]],
-                 unpack: Callable[[Node, list[int]], dict[int, Node]]) -> tuple[list[sint], list[Variable], list[Node]]:
+                 unpack: Callable[[Node, list[int]], dict[int, Node]]) -> tuple[list[sint], list[Variable], list[Node], Node | None]:
   total = prod(sizes)
   if not isinstance(total, int):
     raise ValueError(f"outputs of symbolic sizes {sizes} don't fit the device's launch limits {max_dims}")
-  dims: list[sint] = []
-  rest = total
-  for m in max_dims:
-    k = _largest_divisor(rest, m)
-    dims.append(k)
-    rest //= k
-  if rest != 1:
-    raise ValueError(f"{total} outputs don't fit the device's launch limits {max_dims}")
-  launch = variables(dims)
+  dims = _cut_by_divisors(total, max_dims)
+  guard = dims is None
+  if dims is None:  # no exact cut: round up, the extra threads do nothing (guarded)
+    dims = _cut_rounding_up(total, max_dims)
+  launch = variables(dims)  # type: ignore[arg-type]
   whole: Node = NumNode(0)
   for d in reversed(range(len(dims))):
     whole = whole * dims[d] + launch[d]
   idxs = unpack(whole, list(range(len(sizes) - 1, -1, -1)))
-  return dims, launch, [idxs[a] for a in range(len(sizes))]
+  return dims, launch, [idxs[a] for a in range(len(sizes))], (whole < total) if guard else None  # type: ignore[return-value]
+
+
+def _cut_by_divisors(total: int, max_dims: tuple[int, ...]) -> list[int] | None:
+  """Launch dims (x first) whose product is exactly `total`, each within its limit, or None."""
+  dims, rest = [], total
+  for m in max_dims:
+    k = _largest_divisor(rest, m)
+    dims.append(k)
+    rest //= k
+  return dims if rest == 1 else None
+
+
+def _cut_rounding_up(total: int, max_dims: tuple[int, ...]) -> list[int]:
+  """Launch dims (x first) within their limits whose product is at least `total`, with few spare threads: each dim
+  but the last is as large as allowed, the outer ones then cover the rest rounded up."""
+  dims, rest = [], total
+  for d, m in enumerate(max_dims):
+    k = rest if d == len(max_dims) - 1 else min(rest, m)
+    if k > m:
+      raise ValueError(f"{total} outputs don't fit the device's launch limits {max_dims}")
+    dims.append(k)
+    rest = -(-rest // k)
+  return dims
 
 
 def default_axis_kinds(ast: LazyOp) -> tuple[str, ...]:
@@ -304,6 +326,7 @@ class Lowerer:
         raise ValueError(f"symbolic size {v.expr} ranges over [{v.min}, {v.max}], beyond the int32 a kernel argument is")
       self.ctx[v] = UOp(UOps.DEFINE_VAR, dtypes.int32, (), v).cast(idt)
     self.idx: dict[int, Node] = {}  # index of each global, local, group and reduce axis
+    self.launch_guard: Node | None = None  # set when the launch has more threads than outputs (fold_dims)
     self.global_size: list[sint] = []
     self.local_size: list[int] = []
     self.reduce_ranges: list[UOp] = []
@@ -319,7 +342,9 @@ class Lowerer:
       # output axes are hardware indices: workgroups (gidx) and threads inside one (lidx: LOCAL, then GROUP axes)
       for name, ax, max_dims, sizes_out in (("gidx", axes[GLOBAL], self.renderer.global_max, self.global_size),
                                             ("lidx", axes[LOCAL] + axes[GROUP], self.renderer.local_max, self.local_size)):
-        dims, launch, exprs = fold_dims([self.full_shape[i] for i in ax], max_dims, name)
+        dims, launch, exprs, guard = fold_dims([self.full_shape[i] for i in ax], max_dims, name)
+        if guard is not None:  # more threads than outputs: the extra ones load and store nothing
+          self.launch_guard = guard if self.launch_guard is None else Node.ands([self.launch_guard, guard])
         sizes_out.extend(dims)  # type: ignore[arg-type]
         for d, (size, var) in enumerate(zip(dims, launch)):
           self.ctx[var] = UOp(UOps.SPECIAL, dtypes.int32, (), (f"{name}{d}", d, size)).cast(idt)  # hardware ids are 32-bit
@@ -376,6 +401,8 @@ class Lowerer:
   def _lane_exprs(self, st: ShapeTracker, idxs: list[Node]) -> tuple[Node, Node, list[tuple[Node, Node]] | None]:
     """A buffer's index and validity at `idxs`; when they depend on the lane, also each lane's (index, validity)."""
     nidx, nvalid = st.expr_idxs(idxs)
+    if self.launch_guard is not None:
+      nvalid = Node.ands([nvalid, self.launch_guard])
     if self.lanes == 1 or self.lane not in nidx.vars() | nvalid.vars():
       return nidx, nvalid, None
     return nidx, nvalid, [(nidx.substitute({self.lane: NumNode(k)}), nvalid.substitute({self.lane: NumNode(k)})) for k in range(self.lanes)]
