@@ -1011,7 +1011,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
 
   def maximum(self, x: Tensor | Scalar) -> Tensor:
     a, b = self._broadcasted(x)
-    return (a < b).detach().where(b, (a == b).detach().where((a + b) * 0.5 if dtypes.is_float(a.dtype) else a, a))
+    if not dtypes.is_float(a.dtype):
+      return (a < b).detach().where(b, a)
+    # b where a < b or b is NaN (a NaN in a already stays): NaN from either side, as torch; ties share the gradient
+    return ((a < b) | (b != b)).detach().where(b, (a == b).detach().where((a + b) * 0.5, a))
 
   def minimum(self, x: Tensor | Scalar) -> Tensor:
     return -((-self).maximum(-x))
@@ -1113,8 +1116,16 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   # comparisons
   def __lt__(self, x: Tensor | Scalar) -> Tensor: return F.Less.apply(*self._broadcasted(x))  # type: ignore[no-any-return]
   def __gt__(self, x: Tensor | Scalar) -> Tensor: return F.Less.apply(*self._broadcasted(x, True))  # type: ignore[no-any-return]
-  def __ge__(self, x: Tensor | Scalar) -> Tensor: return (self < x).logical_not()
-  def __le__(self, x: Tensor | Scalar) -> Tensor: return (self > x).logical_not()
+  def __ge__(self, x: Tensor | Scalar) -> Tensor: return self._or_equal(x, True)
+  def __le__(self, x: Tensor | Scalar) -> Tensor: return self._or_equal(x, False)
+
+  def _or_equal(self, x: Tensor | Scalar, greater: bool) -> Tensor:
+    """self >= x (greater) or self <= x. Integers: not(self < x); floats: (self > x) or (self == x), which is False when
+    either is NaN (IEEE, torch), where not(self < x) would be True."""
+    a, b = self._broadcasted(x, greater)  # (x, self) for >=: both become a <= b
+    if not dtypes.is_float(a.dtype):
+      return F.Less.apply(b, a).logical_not()  # type: ignore[no-any-return]
+    return F.Less.apply(a, b) | (a == b)  # type: ignore[no-any-return]
   def __ne__(self, x: Tensor | Scalar) -> Tensor: return F.Neq.apply(*self._broadcasted(x))  # type: ignore[no-any-return,override]
   def __eq__(self, x: Tensor | Scalar) -> Tensor: return (self != x).logical_not()  # type: ignore[override]
 

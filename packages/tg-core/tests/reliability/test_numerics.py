@@ -278,3 +278,29 @@ def test_float64_to_float16_rounds_once_like_numpy():
   got = Tensor(x).cast(dtypes.float16).numpy()
   bad = np.flatnonzero(got.view(np.uint16) != ref.view(np.uint16))
   assert bad.size == 0, f"{bad.size} of {x.size} differ, e.g. {x[bad[:3]]} -> {got[bad[:3]]} (numpy: {ref[bad[:3]]})"
+
+
+# ---------- NaN in comparisons and in maximum/minimum ----------
+NAN_A = np.array([1.0, np.nan, 2.0, np.nan, -np.inf, 3.0, 0.0], dtype=np.float32)
+NAN_B = np.array([np.nan, 1.0, 2.0, np.nan, np.inf, 1.0, -0.0], dtype=np.float32)
+
+
+@pytest.mark.parametrize("op", ["lt", "le", "gt", "ge", "eq", "ne"])
+def test_comparisons_with_nan_match_torch(op):
+  """x <= nan and x >= nan are False (IEEE, torch); they were computed as not(x > y), which is True for NaN."""
+  if not Device[Device.DEFAULT].renderer.strict_float:  # type: ignore[union-attr]
+    pytest.skip(f"{Device.DEFAULT}'s compiler may assume no NaN (Renderer.strict_float = False)")
+  fn = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+        "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}[op]
+  ref = fn(torch.tensor(NAN_A), torch.tensor(NAN_B)).numpy()
+  np.testing.assert_equal(fn(Tensor(NAN_A), Tensor(NAN_B)).numpy(), ref)
+  np.testing.assert_equal(fn(Tensor(NAN_A), float("nan")).numpy(), fn(torch.tensor(NAN_A), float("nan")).numpy())
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_maximum_minimum_propagate_nan_from_either_side(op):
+  if not Device[Device.DEFAULT].renderer.strict_float:  # type: ignore[union-attr]
+    pytest.skip(f"{Device.DEFAULT}'s compiler may assume no NaN (Renderer.strict_float = False)")
+  ref = getattr(torch, op)(torch.tensor(NAN_A), torch.tensor(NAN_B)).numpy()
+  np.testing.assert_equal(getattr(Tensor(NAN_A), op)(Tensor(NAN_B)).numpy(), ref)
+  np.testing.assert_equal(getattr(Tensor(NAN_B), op)(Tensor(NAN_A)).numpy(), getattr(torch, op)(torch.tensor(NAN_B), torch.tensor(NAN_A)).numpy())
