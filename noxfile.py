@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "types", "tests"]
+nox.options.sessions = ["lint", "types", "tests", "opencl"]
 nox.options.reuse_existing_virtualenvs = False
 
 CORE = "packages/tg-core"

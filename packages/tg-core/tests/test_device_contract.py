@@ -39,6 +39,9 @@ def test_spec_parts_must_be_factories() -> None:
   with pytest.raises(TypeError, match="priority"):
     DeviceSpec(allocator=HostAllocator, priority="high")  # type: ignore[arg-type]
   assert not DeviceSpec(allocator=HostAllocator).runs_kernels
+  with pytest.raises(TypeError, match="needs an allocator"):
+    DeviceSpec()
+  assert DeviceSpec(available="no driver here").allocator is None  # an unusable device needs no parts
 
 
 @pytest.mark.parametrize("base", ["PYTHON", "DEFAULT"])

@@ -130,6 +130,8 @@ class Compiled:
 
   def __init__(self, device: str, spec: DeviceSpec) -> None:
     self.dname, self.spec = device, spec
+    if spec.allocator is None:
+      raise PluginError(f"the DeviceSpec of {device} has no allocator")
     self.allocator: Allocator = spec.allocator()
     if self.allocator is None:
       raise PluginError(f"the DeviceSpec of {device} made no allocator (its allocator factory returned None)")

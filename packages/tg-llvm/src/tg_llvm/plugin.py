@@ -22,7 +22,7 @@ def tg_device(device: str) -> DeviceSpec | None:
   if split_device(device)[0] != DEVICE:
     return None
   if importlib.util.find_spec("llvmlite") is None:
-    return DeviceSpec(allocator=HostAllocator, available="llvmlite is not installed: `pip install llvmlite`")
+    return DeviceSpec(available="llvmlite is not installed: `pip install llvmlite`")
   # llvmlite is imported only when the device opens, so a broken llvmlite is explained instead of breaking this import
   from tg_llvm.compiler import LLVMCompiler
   from tg_llvm.graph import LLVMGraph

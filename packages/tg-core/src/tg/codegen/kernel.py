@@ -477,6 +477,11 @@ class Kernel:
       for i, u in enumerate(graph):
         print(f"graph {i:4d} {u.op!s:20s} {u.dtype!s:20s} {[graph.index(s) for s in u.src]} {u.arg!r}")
     self.uops = linearize(sink, self.renderer.fused_mulacc, self.lowerer.buffers.values())
+    # a dtype the device can't hold may also arise inside a kernel (a CAST to float16 between float32 buffers): refused
+    # here, before the renderer writes a type the device's compiler doesn't know
+    if (missing := self.renderer.missing_dtypes) and \
+       (dt := next((u.dtype for u in self.uops if u.dtype is not None and u.dtype.scalar() in missing), None)) is not None:
+      raise NotImplementedError(f"{self.renderer.device or type(self.renderer).__name__} has no {dt.scalar()} in kernels")
     if DEBUG >= 5:
       for i, u in enumerate(self.uops):
         print(f"{i:4d} {u.op!s:20s} {u.dtype!s:20s} {[self.uops.index(s) if s in self.uops else s.op for s in u.src]} {u.arg!r}")

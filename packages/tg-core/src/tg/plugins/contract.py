@@ -68,7 +68,7 @@ class DeviceSpec:
       only when asked for by name (an emulated GPU, storage).
     note: optional, how a usable device runs here (the GPU's name, "mock mode"), shown by `python -m tg.devices`.
   Parts (factories called once, when the instance opens; each instance gets its own):
-    allocator: () -> tg.device.Allocator, the instance's memory. Required.
+    allocator: () -> tg.device.Allocator, the instance's memory. Required when the device is available.
     renderer: () -> tg.renderer.Renderer, UOps to source, and the device's capabilities. None: runs no kernels.
     compiler: () -> tg.device.Compiler, source to bytes. None: runs no kernels.
     program: a ProgramFactory, bytes to a runnable Program. None: runs no kernels.
@@ -77,7 +77,7 @@ class DeviceSpec:
       it before it copies a buffer out (Allocator.copyout), when a program asks for wait, and from
       `Device[name].synchronize()`. None: the device runs everything synchronously.
   """
-  allocator: Callable[[], Allocator]
+  allocator: Callable[[], Allocator] | None = None
   renderer: Callable[[], Renderer] | None = None
   compiler: Callable[[], Compiler] | None = None
   program: ProgramFactory | None = None
@@ -88,7 +88,9 @@ class DeviceSpec:
   note: str = ""
 
   def __post_init__(self) -> None:
-    if not callable(self.allocator):
+    if self.allocator is None and self.available == "":
+      raise TypeError("a usable device's DeviceSpec needs an allocator factory (only an unusable one, available != '', may leave it out)")
+    if self.allocator is not None and not callable(self.allocator):
       raise TypeError(f"DeviceSpec.allocator must be a factory, a callable that makes the Allocator (got {type(self.allocator).__name__}): "
                       "pass the class or a lambda, so the allocator is made when the device opens")
     for part in ("renderer", "compiler", "program", "graph", "synchronize"):
