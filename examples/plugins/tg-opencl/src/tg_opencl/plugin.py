@@ -41,10 +41,6 @@ def _context(ordinal: int) -> CLContext:
   return CLContext(devices[ordinal % len(devices)])
 
 
-def _unusable(why: str) -> Any:
-  raise RuntimeError(f"OPENCL is not usable here: {why}")
-
-
 def _note(ordinal: int, devices: list[Any]) -> str:
   dev = devices[ordinal % len(devices)]
   shared = f" (a context of its own on device {ordinal % len(devices)}: {len(devices)} OpenCL device(s) here)" if ordinal >= len(devices) else ""
@@ -58,14 +54,14 @@ def tg_device(device: str) -> DeviceSpec | None:
     return None
   devices, why = _devices()
   if why:
-    return DeviceSpec(allocator=functools.partial(_unusable, why), available=why)
+    return DeviceSpec(available=why)  # an unusable device needs no parts
   import pyopencl as cl
 
   from tg_opencl.renderer import OpenCLRenderer
   from tg_opencl.runtime import CLAllocator, CLCompiler, CLProgram
   gpu = devices[n % len(devices)].type & cl.device_type.GPU
   return DeviceSpec(
-    available="", priority=90 if gpu else 40, note=_note(n, devices),  # a CPU driver ranks below tg's own CPU compilers
+    available="", priority=90 if gpu else 30, note=_note(n, devices),  # a CPU driver ranks below tg's CPU compilers (50, 40)
     allocator=lambda: CLAllocator(_context(n)),
     renderer=lambda: OpenCLRenderer(_context(n).device),
     compiler=lambda: CLCompiler(_context(n)),
