@@ -2,28 +2,13 @@
 own state, explicit overrides that work whatever was loaded first, and plugins of the previous version still running."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
+from toy_helpers import needs_toy, run_py
 
 from tg import Device, Tensor
 from tg.device import Compiled
 from tg.plugins import DeviceSpec, PluginError, device_spec, split_device
-
-try:
-  import tg_toy  # noqa: F401  (installed by the nox sessions from tests/plugins/tg-toy)
-  HAVE_TOY = True
-except ImportError:
-  HAVE_TOY = False
-needs_toy = pytest.mark.skipif(not HAVE_TOY and not os.getenv("TG_REQUIRE_TOY"),
-                               reason="tg-toy not installed: pip install packages/tg-core/tests/plugins/tg-toy")
-
-
-def run_py(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-  return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **env}, check=False, timeout=120)
 
 
 def test_split_device() -> None:

@@ -7,22 +7,10 @@ import sys
 
 import numpy as np
 import pytest
+from toy_helpers import needs_toy, run_py
 
 from tg import Device, Tensor
 from tg.plugins import PluginError, installed_devices, load_plugin
-
-try:
-  import tg_toy  # noqa: F401  (installed by the nox sessions from tests/plugins/tg-toy)
-  HAVE_TOY = True
-except ImportError:
-  HAVE_TOY = False
-# nox installs the toy plugin and sets this, so there the toy tests must run, not skip
-needs_toy = pytest.mark.skipif(not HAVE_TOY and not os.getenv("TG_REQUIRE_TOY"),
-                               reason="tg-toy not installed: pip install packages/tg-core/tests/plugins/tg-toy")
-
-
-def run_py(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-  return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **env}, check=False)
 
 
 def test_core_devices_come_from_entry_points() -> None:
