@@ -85,3 +85,15 @@ def test_split_kernel_in_a_jit_graph() -> None:
     np.testing.assert_allclose(f(Tensor(x, device="CLANG")).numpy(), np.maximum(x @ w.numpy(), 0).sum(0) * 2, rtol=1e-4, atol=1e-3)
   # the split kernel runs through its threaded runner, the small one from a C batch function
   assert f.graph is not None and sorted(kind for kind, _ in f.graph.steps) == ["batch", "kernel"]
+
+
+def test_compile_cache_keys_on_the_cpu_native_targets(monkeypatch: pytest.MonkeyPatch) -> None:
+  """-march=native is the same text on every machine: the cache key must name the CPU it resolves to, or an object built
+  on an AVX-512 machine is loaded on an AVX2 one sharing the cache (a copied home or image) and dies of SIGILL."""
+  from tg_clang import compiler
+  target = compiler.native_target()
+  assert target != "unknown" and len(target.split()) > 1, target  # the CPU and its features, as clang resolves them
+  key = ClangCompiler().cachekey
+  monkeypatch.setattr(compiler, "native_target", lambda: target.replace("+avx2", "-avx2") + " other-cpu")
+  other = ClangCompiler().cachekey
+  assert key is not None and other is not None and key != other

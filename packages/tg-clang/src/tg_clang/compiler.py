@@ -1,6 +1,7 @@
 """ClangCompiler: C source -> shared object bytes, by running the system's clang."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -23,6 +24,26 @@ def clang_version() -> str | None:
   return out.stdout.splitlines()[0] if out.returncode == 0 and out.stdout else None
 
 
+@functools.cache
+def native_target() -> str:
+  """What `-march=native` means on this machine, as clang resolves it: the target CPU and every target feature
+  (e.g. "znver3 +avx2 +avx512f ... -avx512pf"). "-march=native" is the same text on every machine, so the compile
+  cache keys on this instead: an object built for an AVX-512 CPU is never loaded on an AVX2 one (SIGILL) when a cache
+  directory moves between machines (a shared home, a copied container image)."""
+  try:
+    out = subprocess.run([CLANG, *_arch_flags(), "-###", "-x", "c", "-c", os.devnull, "-o", os.devnull],
+                         capture_output=True, text=True, check=False, timeout=60).stderr
+  except (OSError, subprocess.TimeoutExpired):
+    return "unknown"
+  words = [w.strip('"') for w in out.split()]
+  picked = [words[i + 1] for i, w in enumerate(words[:-1]) if w in ("-target-cpu", "-target-feature")]
+  return " ".join(picked) or "unknown"
+
+
+def _arch_flags() -> list[str]:
+  return ["-march=native"] if platform.machine() in ("x86_64", "AMD64") else ["-mcpu=native"]
+
+
 class ClangCompileError(RuntimeError):
   pass
 
@@ -30,12 +51,13 @@ class ClangCompileError(RuntimeError):
 class ClangCompiler(Compiler):
   def __init__(self) -> None:
     version = clang_version() or "unknown"
-    # the cache key names the toolchain and the machine, so a new clang or CPU never reuses stale objects
-    super().__init__(f"compile_clang_{version}_{platform.machine()}_{hashlib.sha256(' '.join(self.flags()).encode()).hexdigest()[:8]}")
+    # the cache key names the toolchain, the flags and the CPU they target (native_target), so a new clang or another
+    # CPU never reuses stale objects
+    digest = hashlib.sha256(" ".join([*self.flags(), native_target()]).encode()).hexdigest()[:12]
+    super().__init__(f"compile_clang_{version}_{platform.machine()}_{digest}")
 
   def flags(self) -> list[str]:
-    arch = ["-march=native"] if platform.machine() in ("x86_64", "AMD64") else ["-mcpu=native"]
-    return ["-shared", "-fPIC", "-O2", "-ffp-contract=on", "-fno-math-errno", *arch, "-x", "c"]
+    return ["-shared", "-fPIC", "-O2", "-ffp-contract=on", "-fno-math-errno", *_arch_flags(), "-x", "c"]
 
   def compile(self, src: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="tg_clang_") as d:
