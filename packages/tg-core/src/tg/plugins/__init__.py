@@ -53,6 +53,7 @@ class PluginError(RuntimeError):
 _pm = pluggy.PluginManager("tg")
 _pm.add_hookspecs(hookspecs)
 _loaded: dict[str, ModuleType] = {}
+_overrides: dict[str, list[ModuleType]] = {}  # by device: the modules that declared they change it, in order
 _errors: dict[str, str] = {}
 
 
@@ -106,13 +107,12 @@ def load_plugin(device: str) -> ModuleType:
   package = dist.name if dist is not None else package_for(device)
   try:
     module = _import_plugin(ep.value, device, package)
-    for override in _override_modules(device):
-      _import_plugin(override, device, package, role="override")
+    overrides = [_import_plugin(name, device, package, role="override") for name in _override_modules(device)]
   except Exception as e:  # one broken plugin must not take the others down
     msg = str(e) if isinstance(e, PluginError) else f"device {device} failed to load its plugin {ep.value}: {type(e).__name__}: {e}"
     _errors[device] = msg
     raise PluginError(msg) from e
-  _loaded[device] = module
+  _loaded[device], _overrides[device] = module, overrides
   return module
 
 
@@ -161,13 +161,13 @@ def device_spec(device: str) -> DeviceSpec:
   if spec is None:
     raise PluginError(f"the plugin {module.__name__} for {base} gave no DeviceSpec for {device} (its tg_device hook returned None)")
   _check_spec(spec, module.__name__, device)
-  for name in _override_modules(base):
+  for override in _overrides[base]:
     try:
-      changed = importlib.import_module(name).tg_device_override(device=device, spec=spec)
+      changed = override.tg_device_override(device=device, spec=spec)
     except Exception as e:
-      raise PluginError(f"the override {name} of device {device} failed: {type(e).__name__}: {e}") from e
+      raise PluginError(f"the override {override.__name__} of device {device} failed: {type(e).__name__}: {e}") from e
     if changed is not None:
-      _check_spec(changed, name, device)
+      _check_spec(changed, override.__name__, device)
       spec = changed
   return spec  # type: ignore[no-any-return]
 

@@ -35,13 +35,7 @@ def spec_from_hooks(device: str) -> DeviceSpec | None:
   if available is None:
     return None
   runtime = call("tg_runtime")
-  return DeviceSpec(allocator=lambda: _required(call("tg_allocator"), base), renderer=lambda: call("tg_renderer"),
+  return DeviceSpec(allocator=lambda: call("tg_allocator"), renderer=lambda: call("tg_renderer"),
                     compiler=lambda: call("tg_compiler"), program=runtime, graph=call("tg_graph"),
                     available=available, priority=int(call("tg_device_priority") or 0), note=call("tg_device_note") or "")
 
-
-def _required(allocator: Any, base: str) -> Any:
-  if allocator is None:
-    from tg.plugins import PluginError
-    raise PluginError(f"the plugin for {base} gave no allocator (tg_allocator returned None)")
-  return allocator
