@@ -56,7 +56,40 @@ def _c_16816(lane: Any, i: int) -> tuple[Any, Any]:
 MMA_M16N8K16_F16_F32 = TensorCore("mma_m16n8k16_f16_f32", (16, 8, 16), dtypes.float16, dtypes.float32, 32, (8, 4, 4),
                                   _a_16816, _b_16816, _c_16816)
 
-TENSOR_CORES = {tc.name: tc for tc in (MMA_M16N8K16_F16_F32,)}  # by name: the WMMA uop's arg
+
+# AMD RDNA3 v_wmma_f32_16x16x16_f16 in wave32 (clang's __builtin_amdgcn_wmma_f32_16x16x16_f16_w32), per the RDNA3
+# ISA's "Wave Matrix Multiply Accumulate" layouts: lane l holds all 16 K values of row l%16 of A and of column l%16 of
+# B (lanes 16-31 repeat lanes 0-15); of C and D it holds column l%16, rows 2*i + l//16 for its 8 elements i.
+def _a_wmma_16x16x16(lane: Any, i: int) -> tuple[Any, Any]:
+  return lane % 16, i
+
+
+def _b_wmma_16x16x16(lane: Any, i: int) -> tuple[Any, Any]:
+  return i, lane % 16
+
+
+def _c_wmma_16x16x16(lane: Any, i: int) -> tuple[Any, Any]:
+  return 2 * i + lane // 16, lane % 16
+
+
+WMMA_16X16X16_F16_F32_W32 = TensorCore("wmma_16x16x16_f16_f32_w32", (16, 16, 16), dtypes.float16, dtypes.float32, 32, (16, 16, 8),
+                                       _a_wmma_16x16x16, _b_wmma_16x16x16, _c_wmma_16x16x16)
+
+
+# Apple simdgroup_matrix 8x8 (Metal 2.3+, Apple GPU family 7+): a simdgroup of 32 threads, each holding 2 elements of
+# every matrix (thread_elements()), the same layout for A, B, C and D: lane l holds row (l//2)%4 + 4*(l//16), columns
+# 2*(l%2) + 4*((l//8)%2) and the one after it.
+def _simdgroup_8x8(lane: Any, i: int) -> tuple[Any, Any]:
+  return (lane // 2) % 4 + 4 * (lane // 16), i + 2 * (lane % 2) + 4 * ((lane // 8) % 2)
+
+
+SIMDGROUP_8X8X8_F16_F32 = TensorCore("simdgroup_8x8x8_f16_f32", (8, 8, 8), dtypes.float16, dtypes.float32, 32, (2, 2, 2),
+                                     _simdgroup_8x8, _simdgroup_8x8, _simdgroup_8x8)
+SIMDGROUP_8X8X8_F32_F32 = TensorCore("simdgroup_8x8x8_f32_f32", (8, 8, 8), dtypes.float32, dtypes.float32, 32, (2, 2, 2),
+                                     _simdgroup_8x8, _simdgroup_8x8, _simdgroup_8x8)
+
+# by name: the WMMA uop's arg
+TENSOR_CORES = {tc.name: tc for tc in (MMA_M16N8K16_F16_F32, WMMA_16X16X16_F16_F32_W32, SIMDGROUP_8X8X8_F16_F32, SIMDGROUP_8X8X8_F32_F32)}
 
 
 def emulate_wmma(tc: TensorCore, a: list[tuple[Any, ...]], b: list[tuple[Any, ...]], c: list[tuple[Any, ...]]) -> list[tuple[float, ...]]:
