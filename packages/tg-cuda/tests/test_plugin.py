@@ -53,7 +53,7 @@ def test_python_m_tg_cuda_says_mock() -> None:
 
 
 def test_mock_without_a_cxx_compiler_is_explained() -> None:
-  why = _run("from tg import Device; print(Device.availability('CUDA'))", CUDA_MOCK="1", TG_CUDA_MOCK_CXX="/nonexistent/g++")
+  why = _run("from tg import Device; print(Device.availability('CUDA'))", CUDA_MOCK="1", TG_GPU_MOCK_CXX="/nonexistent/g++")
   assert "C++ compiler" in why
 
 

@@ -14,7 +14,7 @@ from tg.device import Compiler
 from tg.helpers import DEBUG
 from tg_cuda import __version__
 from tg_cuda.bundle import CUDABinary
-from tg_cuda.mock.build import FLAGS, INCLUDE_DIR, LIBS, SHIM, MockBuild, host_cxx_version
+from tg_cuda.mock.build import INCLUDE_DIR, cuda_mock_build, mock_build_key
 from tg_cuda.nvrtc import compile_cuda, first_compile, nvrtc_version
 from tg_cuda.ptxas import assemble, usable_ptxas
 
@@ -50,14 +50,12 @@ class CUDACompiler(Compiler):
     parts = [f"nvrtc{nvrtc[0]}.{nvrtc[1]}", arch, f"ptxas{self.ptxas[1][0]}.{self.ptxas[1][1]}" if self.ptxas else "noptxas", __version__]
     files = "".join(self.headers.values())
     if mock:
-      with open(SHIM) as f:
-        files += f.read() + " ".join(FLAGS + LIBS)
-      parts += ["mock", host_cxx_version()]
+      parts += ["mock", mock_build_key()]
     # the key names every tool and header a binary depends on: a change to any of them never reuses a stale one
     super().__init__(f"compile_cuda_{'_'.join(parts)}_{hashlib.sha256(files.encode()).hexdigest()[:12]}")
 
   def compile(self, src: str) -> bytes:
-    build = MockBuild(src) if self.mock else None
+    build = cuda_mock_build(src) if self.mock else None
     try:
       virtual = self.arch.replace("sm_", "compute_")
       ptx, cubin = compile_cuda(src, virtual if (self.ptxas or self.mock) else self.arch, self.headers, NVRTC_OPTIONS)

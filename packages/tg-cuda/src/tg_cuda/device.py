@@ -30,7 +30,7 @@ def unavailable_reason(ordinal: int = 0) -> str:
     return str(e)
   if is_mock():
     if host_cxx() is None:
-      return "CUDA_MOCK=1 builds kernels for the CPU with a C++ compiler: install g++ (or set TG_CUDA_MOCK_CXX)"
+      return "CUDA_MOCK=1 builds kernels for the CPU with a C++ compiler: install g++ (or set TG_GPU_MOCK_CXX)"
     count = MOCK_GPUS
   else:
     try:

@@ -7,38 +7,30 @@ values when the node is added or updated, so bugs there show up here too.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from typing import Any
 
+from tg.runtime.gpu_mock import INVALID_VALUE, OUT_OF_RESOURCES, MockLaunchError
+from tg.runtime.gpu_mock import MockKernel as GPUMockKernel
 from tg_cuda.bundle import CUDABinary
 from tg_cuda.driver import CUDAError, Driver, ffi
 
-MAX_PARAMS = 256
-_ERRORS = {1: "CUDA_ERROR_INVALID_VALUE", 701: "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"}
+_ERRORS = {INVALID_VALUE: (1, "CUDA_ERROR_INVALID_VALUE"), OUT_OF_RESOURCES: (701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")}
 
 
 class MockKernel:
+  """A kernel's CPU build (tg.runtime.gpu_mock), with the driver's errors."""
+
   def __init__(self, name: str, so: bytes) -> None:
-    # dlopen needs a file; it is unlinked right after loading (the mapping stays valid)
-    fd, path = tempfile.mkstemp(prefix="tg_cuda_mock_", suffix=".so")
-    try:
-      with os.fdopen(fd, "wb") as f:
-        f.write(so)
-      self.lib = ffi.dlopen(path)
-    finally:
-      os.unlink(path)
-    self.name = name
-    sizes = ffi.new("unsigned int[]", MAX_PARAMS)
-    self.param_sizes = list(sizes[0:self.lib.tg_mock_param_sizes(sizes, MAX_PARAMS)])
+    self.kernel = GPUMockKernel(name, so)
+    self.name, self.param_sizes = name, self.kernel.param_sizes
 
   def launch(self, params: Any, grid: tuple[int, ...], block: tuple[int, ...]) -> None:
-    err = ffi.new("char[]", 256)
-    status = self.lib.tg_mock_launch(params, ffi.new("unsigned int[6]", [*grid, *block]), err, 256)
-    if status != 0:
-      why = f"{_ERRORS.get(status, '?')} ({status}): {ffi.string(err).decode()}"
-      raise CUDAError(f"cuLaunchKernel of {self.name} grid={grid} block={block} failed: {why}")
+    try:
+      self.kernel.launch(int(ffi.cast("uintptr_t", params)), grid, block)
+    except MockLaunchError as e:
+      code, what = _ERRORS.get(e.code, (e.code, "?"))
+      raise CUDAError(f"cuLaunchKernel of {self.name} grid={grid} block={block} failed: {what} ({code}): {e}") from None
 
 
 class MockGraph:
