@@ -1,7 +1,8 @@
 """Tensor cores: the TC opt turns a half matmul into WMMA uops of the renderer's tensor core, one warp per tile.
 
-On devices that declare a tensor core (CUDA sm_80+, and PYTHON, which emulates CUDA's through its fragment layout)
-the kernels run and are checked against numpy; everywhere the opt's validation and the layout are checked."""
+On devices that declare a tensor core (CUDA sm_80+, AMD gfx11, METAL, and PYTHON, which emulates every tensor core
+of tg.codegen.tensor_core through its fragment layout) the kernels run and are checked against numpy; everywhere
+the opt's validation and the layouts are checked."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 from tg import Device, Tensor, dtypes
 from tg.codegen.kernel import Kernel, KernelOptError, Opt, OptOps
-from tg.codegen.tensor_core import MMA_M16N8K16_F16_F32, emulate_wmma
+from tg.codegen.tensor_core import MMA_M16N8K16_F16_F32, TENSOR_CORES, TensorCore, emulate_wmma
 from tg.codegen.uops import UOps
 from tg.engine.realize import CompiledRunner
 from tg.engine.schedule import create_schedule
@@ -40,49 +41,77 @@ def _run(t: Tensor, opts: list[Opt]) -> tuple[np.ndarray, Kernel]:
   return np.frombuffer(bufs[0].as_buffer(), dtype=bufs[0].dtype.np).copy(), k
 
 
-# ---------- the layout: every element of every tile is held by exactly one (lane, element) ----------
+# ---------- the layouts: every element of every tile is held by the same number of (lane, element) pairs ----------
 
+@pytest.mark.parametrize("tc", TENSOR_CORES.values(), ids=list(TENSOR_CORES))
 @pytest.mark.parametrize("which", ["a", "b", "c"])
-def test_fragment_layout_covers_each_tile_element_once(which: str) -> None:
-  tc = MMA_M16N8K16_F16_F32
+def test_fragment_layout_covers_each_tile_element_evenly(tc: TensorCore, which: str) -> None:
   m, n, k = tc.dims
   rows, cols = {"a": (m, k), "b": (k, n), "c": (m, n)}[which]
   layout, elements = {"a": (tc.layout_a, tc.elements[0]), "b": (tc.layout_b, tc.elements[1]), "c": (tc.layout_c, tc.elements[2])}[which]
-  seen = [layout(lane, i) for lane in range(tc.threads) for i in range(elements)]
-  assert sorted(seen) == [(r, c) for r in range(rows) for c in range(cols)]
+  seen = sorted(layout(lane, i) for lane in range(tc.threads) for i in range(elements))
+  copies = len(seen) // (rows * cols)
+  # AMD's WMMA wants A and B twice (lanes 16-31 repeat 0-15); every accumulator element is held exactly once
+  assert copies >= 1 and (which != "c" or copies == 1)
+  assert seen == sorted([(r, c) for r in range(rows) for c in range(cols)] * copies)
 
 
-def test_emulated_wmma_is_a_matmul_of_the_gathered_tiles() -> None:
-  tc = MMA_M16N8K16_F16_F32
-  A, B, C = _half(16, 16).astype(np.float64), _half(16, 8).astype(np.float64), rng.standard_normal((16, 8))
-  frag = lambda M, layout, n: [tuple(M[layout(lane, i)] for i in range(n)) for lane in range(32)]
-  d = emulate_wmma(tc, frag(A, tc.layout_a, 8), frag(B, tc.layout_b, 4), frag(C, tc.layout_c, 4))
-  D = np.zeros((16, 8))
+def _fragments(M: np.ndarray, layout, n: int, threads: int) -> list[tuple[float, ...]]:  # type: ignore[no-untyped-def]
+  return [tuple(M[layout(lane, i)] for i in range(n)) for lane in range(threads)]
+
+
+@pytest.mark.parametrize("tc", TENSOR_CORES.values(), ids=list(TENSOR_CORES))
+def test_emulated_wmma_is_a_matmul_of_the_gathered_tiles(tc: TensorCore) -> None:
+  m, n, k = tc.dims
+  A, B = _half(m, k).astype(np.float64), _half(k, n).astype(np.float64)
+  C = rng.standard_normal((m, n)).astype(np.float32).astype(np.float64)
+  d = emulate_wmma(tc, _fragments(A, tc.layout_a, tc.elements[0], tc.threads), _fragments(B, tc.layout_b, tc.elements[1], tc.threads),
+                   _fragments(C, tc.layout_c, tc.elements[2], tc.threads))
+  D = np.zeros((m, n))
   for lane, vals in enumerate(d):
     for i, x in enumerate(vals):
       D[tc.layout_c(lane, i)] = x
   np.testing.assert_allclose(D, A @ B + C, rtol=1e-6, atol=1e-5)
 
 
+def test_emulated_wmma_refuses_lanes_that_disagree_on_a_repeated_element() -> None:
+  """AMD's WMMA reads A and B from both halves of the wave, which must hold the same values: a kernel whose lanes
+  16-31 load something else is wrong on the GPU, so the emulation says so instead of picking one."""
+  tc = TENSOR_CORES["wmma_16x16x16_f16_f32_w32"]
+  A, B, C = _half(16, 16), _half(16, 16), np.zeros((16, 16))
+  a = _fragments(A, tc.layout_a, 16, 32)
+  a[20] = tuple(x + 1 for x in a[20])
+  with pytest.raises(AssertionError, match="lane 20"):
+    emulate_wmma(tc, a, _fragments(B, tc.layout_b, 16, 32), _fragments(C, tc.layout_c, 8, 32))
+
+
 # ---------- kernels ----------
 
-# (M, K, N) and whether each warp takes two row tiles (UPCAST of the rows by 2: an even number of row tiles)
-@pytest.mark.parametrize("shape,upcast", [((16, 16, 8), False), ((32, 48, 16), False), ((48, 32, 24), False), ((32, 48, 16), True),
-                                          ((64, 32, 24), True)])
-def test_tensor_core_matmul_matches_numpy(shape: tuple[int, int, int], upcast: bool) -> None:
+def _tcs() -> list[int]:
+  """The tensor cores of the device's renderer to run kernels with (PYTHON emulates all of them: each is checked)."""
+  return list(range(len(Device[Device.DEFAULT].renderer.tensor_cores))) or [0]
+
+
+# (M, K, N) in tiles of the tensor core and whether each warp takes two row tiles (UPCAST of the rows by 2: an even
+# number of row tiles)
+@pytest.mark.parametrize("amt", _tcs())
+@pytest.mark.parametrize("tiles,upcast", [((1, 1, 1), False), ((2, 3, 2), False), ((3, 2, 3), False), ((2, 3, 2), True),
+                                          ((4, 2, 3), True)])
+def test_tensor_core_matmul_matches_numpy(amt: int, tiles: tuple[int, int, int], upcast: bool) -> None:
   _needs_tc()
-  m, k, n = shape
-  a, b = _half(m, k), _half(k, n)
-  opts = [TC] + ([Opt(OptOps.UPCAST, 0, 2)] if upcast else [])
+  tc = Device[Device.DEFAULT].renderer.tensor_cores[amt]
+  m, k, n = tiles[0] * tc.dims[0], tiles[1] * tc.dims[2], tiles[2] * tc.dims[1]
+  a, b = rng.standard_normal((m, k)).astype(tc.dtype_in.np), rng.standard_normal((k, n)).astype(tc.dtype_in.np)
+  opts = [Opt(OptOps.TC, None, amt)] + ([Opt(OptOps.UPCAST, 0, 2)] if upcast else [])
   got, kern = _run(Tensor(a) @ Tensor(b), opts)
   ref = a.astype(np.float32) @ b.astype(np.float32)
   np.testing.assert_allclose(got.reshape(m, n).astype(np.float32), ref, rtol=1e-2, atol=2e-2)
   uops = kern.to_program().uops
   wmmas = [u for u in uops if u.op is UOps.WMMA]
-  assert len(wmmas) == (2 if len(opts) > 1 else 1)
+  assert len(wmmas) == (2 if len(opts) > 1 else 1) and all(w.arg == tc.name for w in wmmas)
   # each WMMA accumulates into its fragment's accumulator (a single step of K needs no loop and no accumulator)
-  assert all(w.src[2].op is (UOps.DEFINE_ACC if k > 16 else UOps.VECTORIZE) for w in wmmas)
-  assert kern.to_program().local_size == (32,), "one warp per workgroup"
+  assert all(w.src[2].op is (UOps.DEFINE_ACC if k > tc.dims[2] else UOps.VECTORIZE) for w in wmmas)
+  assert kern.to_program().local_size == (tc.threads,), "one warp per workgroup"
 
 
 def test_tensor_core_batched_matmul_with_elementwise_output() -> None:

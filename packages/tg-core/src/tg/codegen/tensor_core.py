@@ -99,16 +99,16 @@ def emulate_wmma(tc: TensorCore, a: list[tuple[Any, ...]], b: list[tuple[Any, ..
   A = [[0.0] * k for _ in range(m)]
   B = [[0.0] * n for _ in range(k)]
   C = [[0.0] * n for _ in range(m)]
-  for lane in range(tc.threads):
-    for i, x in enumerate(a[lane]):
-      r, col = tc.layout_a(lane, i)
-      A[r][col] = float(x)
-    for i, x in enumerate(b[lane]):
-      r, col = tc.layout_b(lane, i)
-      B[r][col] = float(x)
-    for i, x in enumerate(c[lane]):
-      r, col = tc.layout_c(lane, i)
-      C[r][col] = float(x)
+  for M, frags, layout in ((A, a, tc.layout_a), (B, b, tc.layout_b), (C, c, tc.layout_c)):
+    held: dict[tuple[int, int], int] = {}  # element -> the first lane that holds it
+    for lane in range(tc.threads):
+      for i, x in enumerate(frags[lane]):
+        r, col = layout(lane, i)
+        # an element some layouts repeat across lanes (AMD's A and B) must be the same in every lane that holds it
+        assert (r, col) not in held or M[r][col] == float(x), \
+          f"{tc.name}: lane {lane} holds {float(x)} at ({r}, {col}) of a tile, lane {held[r, col]} holds {M[r][col]}"
+        held.setdefault((r, col), lane)
+        M[r][col] = float(x)
   out = []
   for lane in range(tc.threads):
     frag = []

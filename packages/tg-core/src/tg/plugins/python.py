@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tg.codegen.tensor_core import MMA_M16N8K16_F16_F32, TENSOR_CORES, emulate_wmma
+from tg.codegen.tensor_core import TENSOR_CORES, emulate_wmma
 from tg.codegen.uops import UOp, UOps
 from tg.device import Compiler, HostAllocator
 from tg.dtype import DType, PtrDType, dtypes
@@ -36,8 +36,10 @@ class PythonRenderer(Renderer):
   vector_bytes = 32  # vectors of up to 8 floats (each lane's value is a tuple): the reference for vector lowering
   masked_vector_loads = True
   fused_mulacc = True  # exec_alu's MULACC rounds once, as hardware FMA does
-  # CUDA's mma, emulated through its fragment layout: a tensor-core kernel for CUDA is checked here, layout included
-  tensor_cores = (MMA_M16N8K16_F16_F32,)
+  # every tensor core a backend uses (CUDA's mma, AMD's WMMA, Apple's simdgroup matrices), emulated through its
+  # fragment layout: a tensor-core kernel for any of them is checked here, layout included. CUDA's comes first: it
+  # is the one the heuristics pick (Opt(TC, None, 0))
+  tensor_cores = tuple(TENSOR_CORES.values())
   local_max_threads = 256
 
   def render(self, name: str, uops: list[UOp]) -> str:

@@ -7,8 +7,8 @@
 //   int tg_mock_param_sizes(unsigned int* out, int n)
 // `params` holds one pointer to each argument's value (cuLaunchKernel's kernelParams layout), `dims` the grid and
 // workgroup sizes (x, y, z). `caller(kernel, params)` runs one thread: tg_mock::call passes params[i] as argument i
-// (CUDA, HIP); a language whose indices are kernel parameters (Metal) passes its own caller that fills them in from
-// tg_mock::block_idx / thread_idx. tg_mock_launch returns 0, TG_MOCK_INVALID_VALUE or TG_MOCK_OUT_OF_RESOURCES with
+// (CUDA, HIP); tg_mock::call_indexed passes the kernel's last two parameters from tg_mock::block_idx and thread_idx
+// instead (Metal, whose indices are kernel parameters). tg_mock_param_sizes counts every parameter. tg_mock_launch returns 0, TG_MOCK_INVALID_VALUE or TG_MOCK_OUT_OF_RESOURCES with
 // the reason in `err`, and checks the dims against `limits` (the hardware's) as the real launch would.
 //
 // Workgroups run one after another. Within one, a kernel without barriers runs its threads one after another too;
@@ -34,6 +34,20 @@ template <unsigned N, unsigned... I> struct make_seq : make_seq<N - 1, N - 1, I.
 template <unsigned... I> struct make_seq<0, I...> { typedef seq<I...> type; };
 template <typename... A, unsigned... I> inline void call_with(void (*f)(A...), void** p, seq<I...>) { f(*static_cast<A*>(p[I])...); }
 template <typename... A> inline void call(void (*f)(A...), void** p) { call_with(f, p, typename make_seq<sizeof...(A)>::type()); }
+// calling a kernel whose last two parameters are its workgroup's and its thread's index (Metal's
+// [[threadgroup_position_in_grid]] and [[thread_position_in_threadgroup]]), of a type made from {x, y, z}: params
+// holds the others
+template <unsigned I, unsigned N, typename T> inline T arg_or_index(void** p) {
+  if constexpr (I + 2 == N) return T{block_idx.x, block_idx.y, block_idx.z};
+  else if constexpr (I + 1 == N) return T{thread_idx.x, thread_idx.y, thread_idx.z};
+  else return *static_cast<T*>(p[I]);
+}
+template <typename... A, unsigned... I> inline void call_indexed_with(void (*f)(A...), void** p, seq<I...>) {
+  f(arg_or_index<I, sizeof...(A), A>(p)...);
+}
+template <typename... A> inline void call_indexed(void (*f)(A...), void** p) {
+  call_indexed_with(f, p, typename make_seq<sizeof...(A)>::type());
+}
 // the byte size of each parameter: what a driver reads from the binary, for copying the values into a graph node
 template <typename... A> inline int param_sizes(void (*)(A...), unsigned int* out, int n) {
   const unsigned int sizes[] = {(unsigned int)sizeof(A)..., 0u};
