@@ -1,0 +1,100 @@
+"""The AMDGPU toolchain, without ROCm: LLVM's clang (16 or newer: gfx11 and its WMMA builtins arrived in LLVM 16)
+compiles a kernel's HIP source for one gfx target, and LLVM's ld.lld links the object into the code object (an ELF
+shared object, EM_AMDGPU) that hipModuleLoadData loads. Debian/Ubuntu: `apt-get install clang-16 lld-16`.
+
+`clang -cc1` is called directly: the driver's HIP device-only mode wants ROCm's device libraries, clang-offload-bundler
+or its own lld next to it, none of which a kernel with no library calls needs; ld.lld runs with --no-undefined, so a
+kernel that calls a function the backend could not lower (a device-library call) fails here, not at load time.
+TG_AMD_CLANG and TG_AMD_LLD pick the tools; by default the newest versioned clang-NN from 16 on (then plain
+`clang`), and the ld.lld of the same LLVM version (then any ld.lld).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+from tg.settings import Setting
+
+TG_AMD_CLANG = Setting("TG_AMD_CLANG", "", "the clang (LLVM 16 or newer) that compiles AMD kernels (unset: clang-16, clang-17, ... on PATH)")
+TG_AMD_LLD = Setting("TG_AMD_LLD", "", "the ld.lld that links AMD code objects (unset: ld.lld of clang's LLVM version on PATH)")
+INSTALL_HINT = "install LLVM's clang and lld 16 or newer (apt-get install clang-16 lld-16)"
+MIN_LLVM = 16
+_VERSIONS = range(30, MIN_LLVM - 1, -1)  # newest first
+INCLUDE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+# -ffp-contract=off: no fused multiply-adds but the ones the renderer writes (MULACC), so mock mode's CPU build
+# computes what the GPU computes; -O3 as HIP's default; C++17 for the headers
+CLANG_FLAGS = ("-x", "hip", "-fcuda-is-device", "-std=c++17", "-O3", "-ffp-contract=off", "-fno-threadsafe-statics")
+
+
+class AMDCompileError(RuntimeError):
+  pass
+
+
+class ToolMissing(AMDCompileError):
+  pass
+
+
+def _major(tool: str) -> int | None:
+  out = subprocess.run([tool, "--version"], capture_output=True, text=True, check=False).stdout
+  m = re.search(r"(?:clang|LLD) version (\d+)|LLD (\d+)\.", out)
+  return int(m.group(1) or m.group(2)) if m else None
+
+
+@functools.cache
+def find_clang() -> tuple[str, int]:
+  """(path, LLVM major version) of the clang that compiles kernels. Raises ToolMissing."""
+  if TG_AMD_CLANG.value:
+    path = shutil.which(TG_AMD_CLANG.value)
+    if path is None:
+      raise ToolMissing(f"TG_AMD_CLANG={TG_AMD_CLANG.value} is not an executable; {INSTALL_HINT}")
+    names = [path]
+  else:
+    names = [p for p in (*(shutil.which(f"clang-{v}") for v in _VERSIONS), shutil.which("clang")) if p is not None]
+  for path in names:
+    if (major := _major(path)) is not None and major >= MIN_LLVM:
+      return path, major
+  raise ToolMissing(f"no clang {MIN_LLVM}+ found to compile AMD kernels (tried {', '.join(names) or 'clang-16, clang-17, ... on PATH'}); "
+                    f"{INSTALL_HINT}")
+
+
+@functools.cache
+def find_lld() -> str:
+  """The ld.lld that links code objects. Raises ToolMissing."""
+  if TG_AMD_LLD.value:
+    if (path := shutil.which(TG_AMD_LLD.value)) is None:
+      raise ToolMissing(f"TG_AMD_LLD={TG_AMD_LLD.value} is not an executable; {INSTALL_HINT}")
+    return path
+  major = find_clang()[1]
+  for name in (f"ld.lld-{major}", *(f"ld.lld-{v}" for v in _VERSIONS), "ld.lld"):
+    if (path := shutil.which(name)) is not None:
+      return path
+  raise ToolMissing(f"no ld.lld found to link AMD code objects; {INSTALL_HINT}")
+
+
+@functools.cache
+def toolchain_version() -> str:
+  """What the compile cache key says about the tools: their version lines."""
+  clang, lld = find_clang()[0], find_lld()
+  lines = [subprocess.run([t, "--version"], capture_output=True, text=True, check=False).stdout.splitlines()[:1] for t in (clang, lld)]
+  return " / ".join(ln[0] if ln else "unknown" for ln in lines)
+
+
+def compile_hip(src: str, arch: str) -> bytes:
+  """HIP source -> the code object (ELF) for gfx target `arch`. Raises AMDCompileError with the tools' messages and the source."""
+  clang, lld = find_clang()[0], find_lld()
+  with tempfile.TemporaryDirectory(prefix="tg_amd_") as d:
+    hip, obj, co = (os.path.join(d, f) for f in ("kernel.hip", "kernel.o", "kernel.co"))
+    with open(hip, "w") as f:
+      f.write(src)
+    steps = [[clang, "-cc1", "-triple", "amdgcn-amd-amdhsa", "-target-cpu", arch, *CLANG_FLAGS, "-I", INCLUDE_DIR, "-emit-obj", hip, "-o", obj],
+             [lld, "-shared", "--no-undefined", obj, "-o", co]]
+    for cmd in steps:
+      out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+      if out.returncode != 0:
+        raise AMDCompileError(f"{os.path.basename(cmd[0])} failed to compile an AMD kernel for {arch}:\n{out.stderr.strip()}\n--- source ---\n{src}")
+    with open(co, "rb") as f:
+      return f.read()
