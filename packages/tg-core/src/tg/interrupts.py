@@ -11,7 +11,10 @@ Python raises KeyboardInterrupt at whatever bytecode runs when the signal is che
   (`_thread.interrupt_main`) until the handler could raise. (The handler can't ask again itself: a signal it sends
   is handled at once, inside it.)
 
-tg's handler takes SIGINT's place at the first hold, only if the program left Python's default handler in place.
+tg's handler takes SIGINT's place at the first hold. A handler the program set before that is kept and called by
+tg's (outside holds and finalizers, as it would have been called, and at the end of a hold for a Ctrl-C that came
+inside), so it is held back as KeyboardInterrupt is; SIG_IGN and SIG_DFL are left alone. A handler set after the
+first hold replaces tg's: then Ctrl-C is not held back.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ F = TypeVar("F", bound=Callable[..., object])
 _hold = 0            # > 0: a SIGINT now is remembered, not raised
 _interrupted = False  # a SIGINT came while held, or in a finalizer: raise it at the first safe point
 _installed = False
+_chained: Callable[[int, FrameType | None], object] = signal.default_int_handler  # what a Ctrl-C does when it may
 _finalizer_codes: set[CodeType] = set()
 # the standard library's weak-reference callbacks (WeakSet, WeakValueDictionary, weakref.finalize) run as finalizers
 _FINALIZER_FILES = ("weakref.py", "_weakrefset.py")
@@ -77,15 +81,17 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
     _defer()
   else:
     _interrupted = False
-    signal.default_int_handler(signum, frame)
+    _chained(signum, frame)
 
 
 def _install() -> None:
-  """Put _on_sigint in place of Python's default SIGINT handler, once (a handler a program set itself is left alone:
-  then Ctrl-C is not held back). Only the main thread may set handlers."""
-  global _installed
+  """Put _on_sigint in place of the program's SIGINT handler, once, calling that one when a Ctrl-C may be delivered.
+  Only the main thread may set handlers."""
+  global _installed, _chained
   _installed = True
-  if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+  current = signal.getsignal(signal.SIGINT)
+  if threading.current_thread() is threading.main_thread() and callable(current) and current is not _on_sigint:
+    _chained = current
     signal.signal(signal.SIGINT, _on_sigint)
 
 
@@ -106,4 +112,4 @@ class hold_sigint:
         _defer()
         return
       _interrupted = False
-      raise KeyboardInterrupt
+      _chained(signal.SIGINT.value, sys._getframe(1))  # Python's default raises KeyboardInterrupt

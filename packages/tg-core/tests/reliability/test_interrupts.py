@@ -177,3 +177,37 @@ def test_running_kernels_imports_nothing(tmp_path):
   r = run_child(NO_IMPORTS_CHILD, env={"CACHEDB": str(tmp_path / "cache.db")})
   assert r.returncode == 0, r.stderr[-3000:]
   assert r.stdout.strip() == "[]", f"imported while running kernels: {r.stdout.strip()}"
+
+
+USER_HANDLER_CHILD = """
+  import os, signal, sys
+  from tg import Tensor
+  from tg.interrupts import hold_sigint
+  calls = []
+
+  def mine(signum, frame):  # the program's own Ctrl-C handler, set before tg's first kernel
+    calls.append(signum)
+    raise SystemExit(3)
+
+  signal.signal(signal.SIGINT, mine)
+  (Tensor([1.0]) + 1).realize()
+  try:
+    with hold_sigint():
+      os.kill(os.getpid(), signal.SIGINT)
+      for _ in range(100_000): pass  # the signal is checked (and held) here
+      print("inside the hold", calls)
+  except SystemExit as e:
+    print("after the hold", calls, e.code)
+  try:
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(100_000): pass
+  except SystemExit as e:
+    print("outside a hold", calls, e.code)
+  print("computed", (Tensor([1.0, 2.0]) * 3).numpy().tolist())
+"""
+
+
+def test_a_handler_the_program_set_is_held_back_too():
+  r = run_child(USER_HANDLER_CHILD)
+  assert r.returncode == 0, r.stderr[-3000:]
+  assert r.stdout.splitlines() == ["inside the hold []", "after the hold [2] 3", "outside a hold [2, 2] 3", "computed [3.0, 6.0]"], r.stdout
