@@ -1,0 +1,33 @@
+"""The METAL device's hook implementations (see tg.plugins.hookspecs)."""
+from __future__ import annotations
+
+from tg.plugins import DeviceSpec, hookimpl, split_device
+from tg_metal.allocator import MetalAllocator
+from tg_metal.compiler import MetalCompiler
+from tg_metal.device import get_driver, is_mock, unavailable_reason
+from tg_metal.graph import MetalGraph
+from tg_metal.program import MetalProgram
+from tg_metal.renderer import MetalRenderer
+from tg_metal.runtime import MetalDriver
+
+TG_PLUGIN_API_VERSION = 2
+DEVICE = "METAL"
+
+
+@hookimpl
+def tg_device(device: str) -> DeviceSpec | None:
+  base, ordinal = split_device(device)
+  if base != DEVICE:
+    return None
+  why = unavailable_reason(ordinal)
+  mock = is_mock()
+  note = "mock mode, METAL_MOCK=1: MSL checked by clang++, kernels run on the CPU" if mock else ""
+  priority = -10 if mock else 100  # the mock is a test device: used only when asked for by name
+
+  def compiler() -> MetalCompiler:
+    driver = get_driver()
+    return MetalCompiler(mock=mock, driver=driver if isinstance(driver, MetalDriver) else None)
+
+  return DeviceSpec(allocator=lambda: MetalAllocator(get_driver()), renderer=MetalRenderer, compiler=compiler,
+                    program=lambda name, lib: MetalProgram(get_driver(), name, lib), graph=MetalGraph,
+                    synchronize=lambda: get_driver().synchronize(), available=why, priority=priority, note=note)
