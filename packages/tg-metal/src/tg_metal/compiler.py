@@ -59,6 +59,8 @@ class MetalCompiler(Compiler):
   def __init__(self, mock: bool = False, driver: MetalDriver | None = None) -> None:
     """`driver`: the GPU's (not mock), which compiles the MSL when xcrun metal isn't there."""
     self.mock, self.driver = mock, driver
+    self.xcrun: str | None = None
+    key: str | None = None
     if mock:
       from tg_metal.mock.build import cpu_build_key
       key = f"compile_metal_mock_{__version__}_{_headers_hash()}_{cpu_build_key()}"

@@ -1,4 +1,8 @@
-"""Which Driver this process uses: the Mac's GPU (Metal.framework), or with METAL_MOCK=1 the CPU mock."""
+"""Which Driver this process uses: the Mac's GPU (Metal.framework), or with METAL_MOCK=1 the CPU mock.
+
+A Mac has one Metal GPU (MTLCreateSystemDefaultDevice). METAL:1, METAL:2, ... are further instances of it, as CLANG:1 is
+of the CPU: each has its own command queue and its own buffers, so tg's copies between instances and the tests of
+multi-device code run; they share the GPU's time and memory."""
 from __future__ import annotations
 
 import functools
@@ -17,10 +21,8 @@ def is_mock() -> bool:
   return bool(METAL_MOCK.value)
 
 
-def unavailable_reason(ordinal: int = 0) -> str:
-  """"" when METAL:ordinal is usable here, otherwise a sentence saying what is missing and what to do."""
-  if ordinal > 0:
-    return f"METAL:{ordinal} does not exist: tg uses the one Metal GPU MTLCreateSystemDefaultDevice gives (METAL, METAL:0)"
+def unavailable_reason() -> str:
+  """"" when METAL is usable here, otherwise a sentence saying what is missing and what to do."""
   if is_mock():
     from tg.runtime.gpu_mock import host_cxx
     from tg_metal.mock.check import check_cxx
@@ -32,15 +34,15 @@ def unavailable_reason(ordinal: int = 0) -> str:
   if not is_macos():
     return f"METAL needs macOS (Metal.framework on an Apple GPU or a Mac's AMD/Intel GPU); {MOCK_HINT}"
   try:
-    get_driver()
+    get_driver(0)
   except (OSError, MetalError) as e:
     return f"no usable Metal GPU ({e})"
   return ""
 
 
 @functools.cache
-def get_driver() -> Driver:
-  """The process's one Metal driver: every part of the METAL device shares it."""
+def get_driver(ordinal: int = 0) -> Driver:
+  """The driver of instance METAL:ordinal, made once: every part of that instance shares it."""
   if is_mock():
     from tg_metal.mock.driver import MockDriver
     driver: Driver = MockDriver()

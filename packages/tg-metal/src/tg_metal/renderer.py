@@ -27,6 +27,7 @@ from tg.ops import BinaryOps, TernaryOps, UnaryOps
 from tg.renderer.cstyle import CStyleLanguage, _safe_divmod
 
 GRID_DIMS = "xyz"
+MAX_BUFFER_ARGS = 31  # a kernel's [[buffer(n)]] arguments: buffers and symbolic sizes together
 # the kernel's index parameters: its threadgroup in the grid, its thread in the threadgroup
 INDEX_PARAMS = "uint3 gid [[threadgroup_position_in_grid]], uint3 lid [[thread_position_in_threadgroup]]"
 HEADER = "#include <metal_stdlib>\nusing namespace metal;\n"
@@ -136,6 +137,9 @@ class MetalRenderer(CStyleLanguage):
     return f"{'' if name in self._stored else 'const '}device {self.render_dtype(dt.base)}* {name} [[buffer({int(name[4:])})]]"
 
   def render_kernel(self, name: str, kernel: list[str], bufs: list[tuple[str, PtrDType]], variables: list[str]) -> str:
+    if len(bufs) + len(variables) > MAX_BUFFER_ARGS:
+      raise ValueError(f"kernel {name} has {len(bufs)} buffers and {len(variables)} symbolic sizes, but a Metal kernel binds at most "
+                       f"{MAX_BUFFER_ARGS} buffer arguments ([[buffer(0)]] to [[buffer(30)]])")
     params = [self.render_buffer_param(n, dt) for n, dt in bufs]
     params += [f"constant int& {v} [[buffer({len(bufs) + i})]]" for i, v in enumerate(variables)]
     body = "\n".join(kernel)

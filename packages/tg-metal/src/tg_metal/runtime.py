@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tg_metal.objc import AutoreleasePool, MTLSize, error_text, id_t, libsystem, metal, nsstring, objc_class, send, to_str
+from tg_metal.renderer import MAX_BUFFER_ARGS
 
 STORAGE_MODE_SHARED = 0  # MTLResourceStorageModeShared << MTLResourceStorageModeShift
 STATUS_ERROR = 5         # MTLCommandBufferStatusError
-MAX_BUFFER_ARGS = 31     # [[buffer(0)]] .. [[buffer(30)]]
 _MAGIC = b"TGMETAL1"
 
 

@@ -9,7 +9,8 @@ import time
 from typing import Any
 
 from tg.runtime.gpu_mock import MockKernel, MockLaunchError
-from tg_metal.runtime import MAX_BUFFER_ARGS, Driver, Launch, MetalBinary, MetalBuffer, MetalError
+from tg_metal.renderer import MAX_BUFFER_ARGS
+from tg_metal.runtime import Driver, Launch, MetalBinary, MetalBuffer, MetalError
 
 
 class MockDriver(Driver):
