@@ -109,3 +109,14 @@ def test_more_than_31_buffer_arguments_is_refused() -> None:
     out = out + t
   with pytest.raises(ValueError, match="31"):
     _program(out)
+
+
+def test_older_macs_get_bfloat_in_float_and_no_tensor_cores() -> None:
+  r = MetalRenderer(bfloat=False, simdgroup_matrix=False)  # macOS 13 or older; an Intel Mac's GPU
+  assert r.tensor_cores == () and dtypes.bfloat16 in r.unsupported_dtypes
+  si = create_schedule([(Tensor.empty(8, device=DEV, dtype=dtypes.bfloat16) + 1).lazydata])[-1]
+  src = Kernel(si.ast, r).to_program().src
+  assert "bfloat" not in src and "ushort" in src
+  if check_cxx() is not None:
+    check_msl(src)
+  assert MetalRenderer().tensor_cores and dtypes.bfloat16 not in MetalRenderer().unsupported_dtypes

@@ -33,6 +33,6 @@ def tg_device(device: str) -> DeviceSpec | None:
     drv = driver()
     return MetalCompiler(mock=mock, driver=drv if isinstance(drv, MetalDriver) else None)
 
-  return DeviceSpec(allocator=lambda: MetalAllocator(driver()), renderer=MetalRenderer, compiler=compiler,
+  return DeviceSpec(allocator=lambda: MetalAllocator(driver()), renderer=lambda: MetalRenderer(driver().bfloat, driver().simdgroup_matrix), compiler=compiler,
                     program=lambda name, lib: MetalProgram(driver(), name, lib), graph=MetalGraph,
                     synchronize=lambda: driver().synchronize(), available=why, priority=priority, note=note)

@@ -95,6 +95,14 @@ class MetalRenderer(CStyleLanguage):
                  BinaryOps.IDIV: _divmod("/"), BinaryOps.MOD: _divmod("%"),
                  TernaryOps.MULACC: lambda a, b, c, dt: f"metal::fma({a},{b},{c})"}
 
+  def __init__(self, bfloat: bool = True, simdgroup_matrix: bool = True) -> None:
+    """`bfloat`: MSL has the bfloat type (Metal 3.1, macOS 14+); without it core computes bfloat16 in float through its 16
+    bits. `simdgroup_matrix`: the GPU has simdgroup matrices (Apple GPU family 7+: M1 on; not Intel Macs' GPUs)."""
+    if not bfloat:
+      self.unsupported_dtypes = frozenset({dtypes.bfloat16})
+    if not simdgroup_matrix:
+      self.tensor_cores = ()
+
   def vector_width(self, dt: DType) -> int:
     return min(4, super().vector_width(dt))  # MSL's vectors have 2, 3 or 4 lanes
 

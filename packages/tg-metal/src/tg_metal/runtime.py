@@ -14,6 +14,7 @@ from a metallib when the compiler made one (xcrun metal).
 from __future__ import annotations
 
 import ctypes
+import platform
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,13 @@ from tg_metal.renderer import MAX_BUFFER_ARGS
 
 STORAGE_MODE_SHARED = 0  # MTLResourceStorageModeShared << MTLResourceStorageModeShift
 STATUS_ERROR = 5         # MTLCommandBufferStatusError
+GPU_FAMILY_APPLE7 = 1007  # MTLGPUFamilyApple7: M1 and later, the first with simdgroup_matrix
 _MAGIC = b"TGMETAL1"
+
+
+def macos_version() -> tuple[int, ...]:
+  release = platform.mac_ver()[0]
+  return tuple(int(x) for x in release.split(".") if x.isdigit()) if release else (0,)
 
 
 class MetalError(RuntimeError):
@@ -88,6 +95,8 @@ def launch_dims(global_size: tuple[int, ...], local_size: tuple[int, ...]) -> tu
 class Driver:
   """What tg does with a Metal device. Every method raises MetalError on failure."""
   name: str = ""
+  bfloat: bool = True            # MSL's bfloat type compiles here (Metal 3.1)
+  simdgroup_matrix: bool = True  # the GPU has simdgroup_matrix (the tensor cores)
 
   def alloc(self, size: int) -> MetalBuffer: raise NotImplementedError
   def free(self, buf: MetalBuffer) -> None: raise NotImplementedError
@@ -124,6 +133,8 @@ class MetalDriver(Driver):
       raise MetalError("MTLCreateSystemDefaultDevice() found no Metal GPU")
     self.name = to_str(send(self.device, "name"))
     self.queue = send(self.device, "newCommandQueue")
+    self.bfloat = macos_version() >= (14, 0)
+    self.simdgroup_matrix = bool(send(self.device, "supportsFamily:", GPU_FAMILY_APPLE7))
     self.in_flight: list[int] = []  # retained command buffers, committed and not yet waited for
     self.libraries: dict[str, int] = {}  # MSL -> the MTLLibrary this process compiled from it (the compiler's check)
 
