@@ -33,6 +33,9 @@ def tg_device(device: str) -> DeviceSpec | None:
     drv = driver()
     return MetalCompiler(mock=mock, driver=drv if isinstance(drv, MetalDriver) else None)
 
-  return DeviceSpec(allocator=lambda: MetalAllocator(driver()), renderer=lambda: MetalRenderer(driver().bfloat, driver().simdgroup_matrix), compiler=compiler,
+  def renderer() -> MetalRenderer:  # what this GPU's MSL has: bfloat (Metal 3.1), simdgroup matrices (Apple7+)
+    return MetalRenderer(driver().bfloat, driver().simdgroup_matrix)
+
+  return DeviceSpec(allocator=lambda: MetalAllocator(driver()), renderer=renderer, compiler=compiler,
                     program=lambda name, lib: MetalProgram(driver(), name, lib), graph=MetalGraph,
                     synchronize=lambda: driver().synchronize(), available=why, priority=priority, note=note)
