@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import sys
 
+from tg.runtime.gpu_mock import host_cxx_version
 from tg_amd.device import get_driver, is_mock, unavailable_reason
-from tg_amd.mock.build import host_cxx_version
 from tg_amd.toolchain import find_clang, find_lld, toolchain_version
 
 

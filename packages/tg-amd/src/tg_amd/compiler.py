@@ -11,10 +11,11 @@ import os
 import re
 
 from tg.device import Compiler
+from tg.helpers import DEBUG
 from tg_amd import __version__
 from tg_amd.bundle import AMDBinary
-from tg_amd.mock.build import FLAGS, LIBS, MockBuild, host_cxx_version, shim_files
-from tg_amd.toolchain import CLANG_FLAGS, INCLUDE_DIR, compile_hip, find_clang, toolchain_version
+from tg_amd.mock.build import mock_build, mock_key
+from tg_amd.toolchain import CLANG_FLAGS, INCLUDE_DIR, assembly, compile_hip, find_clang, toolchain_version
 
 _ARCH = re.compile(r"gfx[0-9a-f]{3,4}")
 
@@ -35,16 +36,18 @@ class AMDCompiler(Compiler):
     files = _headers() + " ".join(CLANG_FLAGS) + toolchain_version()
     parts = [arch, f"llvm{find_clang()[1]}", __version__]
     if mock:
-      files += shim_files() + " ".join(FLAGS + LIBS) + host_cxx_version()
+      files += mock_key()
       parts.append("mock")
     # the key names every tool (their exact versions hashed), flag and header a binary depends on: a change to any of
     # them never reuses a stale one
     super().__init__(f"compile_amd_{'_'.join(parts)}_{hashlib.sha256(files.encode()).hexdigest()[:12]}")
 
   def compile(self, src: str) -> bytes:
-    build = MockBuild(src) if self.mock else None
+    build = mock_build(src) if self.mock else None
     try:
       code_object = compile_hip(src, self.arch)
+      if DEBUG >= 5:
+        print(assembly(src, self.arch))
     except BaseException:
       if build is not None:
         build.cancel()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 
 from tg.helpers import DEBUG
+from tg.runtime.gpu_mock import host_cxx
 from tg.settings import Setting
 from tg_amd.driver import LIBHIP, Driver, HIPDriver, HIPError, device_count
-from tg_amd.mock.build import host_cxx
 from tg_amd.toolchain import ToolMissing, find_clang, find_lld
 
 AMD_MOCK = Setting("AMD_MOCK", 0, "1: AMD without a GPU: kernels still go through clang and lld to code objects, then run on the CPU "
@@ -32,7 +32,7 @@ def unavailable_reason(ordinal: int = 0) -> str:
     return str(e)
   if is_mock():
     if host_cxx() is None:
-      return "AMD_MOCK=1 builds kernels for the CPU with a C++ compiler: install g++ (or set TG_AMD_MOCK_CXX)"
+      return "AMD_MOCK=1 builds kernels for the CPU with a C++ compiler: install g++ (or set TG_GPU_MOCK_CXX)"
     count = MOCK_GPUS
   else:
     try:

@@ -83,18 +83,35 @@ def toolchain_version() -> str:
   return " / ".join(ln[0] if ln else "unknown" for ln in lines)
 
 
+def _run(cmd: list[str], arch: str, src: str) -> None:
+  out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+  if out.returncode != 0:
+    raise AMDCompileError(f"{os.path.basename(cmd[0])} failed to compile an AMD kernel for {arch}:\n{out.stderr.strip()}\n--- source ---\n{src}")
+
+
+def _clang(arch: str, src_path: str, emit: str, out: str) -> list[str]:
+  return [find_clang()[0], "-cc1", "-triple", "amdgcn-amd-amdhsa", "-target-cpu", arch, *CLANG_FLAGS, "-I", INCLUDE_DIR, emit, src_path, "-o", out]
+
+
 def compile_hip(src: str, arch: str) -> bytes:
   """HIP source -> the code object (ELF) for gfx target `arch`. Raises AMDCompileError with the tools' messages and the source."""
-  clang, lld = find_clang()[0], find_lld()
+  lld = find_lld()
   with tempfile.TemporaryDirectory(prefix="tg_amd_") as d:
     hip, obj, co = (os.path.join(d, f) for f in ("kernel.hip", "kernel.o", "kernel.co"))
     with open(hip, "w") as f:
       f.write(src)
-    steps = [[clang, "-cc1", "-triple", "amdgcn-amd-amdhsa", "-target-cpu", arch, *CLANG_FLAGS, "-I", INCLUDE_DIR, "-emit-obj", hip, "-o", obj],
-             [lld, "-shared", "--no-undefined", obj, "-o", co]]
-    for cmd in steps:
-      out = subprocess.run(cmd, capture_output=True, text=True, check=False)
-      if out.returncode != 0:
-        raise AMDCompileError(f"{os.path.basename(cmd[0])} failed to compile an AMD kernel for {arch}:\n{out.stderr.strip()}\n--- source ---\n{src}")
+    _run(_clang(arch, hip, "-emit-obj", obj), arch, src)
+    _run([lld, "-shared", "--no-undefined", obj, "-o", co], arch, src)
     with open(co, "rb") as f:
+      return f.read()
+
+
+def assembly(src: str, arch: str) -> str:
+  """The AMDGPU assembly clang makes of `src` for `arch` (what DEBUG=5 shows; tests look for instructions in it)."""
+  with tempfile.TemporaryDirectory(prefix="tg_amd_") as d:
+    hip, asm = os.path.join(d, "kernel.hip"), os.path.join(d, "kernel.s")
+    with open(hip, "w") as f:
+      f.write(src)
+    _run(_clang(arch, hip, "-S", asm), arch, src)
+    with open(asm) as f:
       return f.read()

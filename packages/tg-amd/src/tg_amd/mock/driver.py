@@ -7,31 +7,21 @@ or updated, so bugs there show up here too.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from typing import Any
 
+from tg.runtime.gpu_mock import INVALID_VALUE, OUT_OF_RESOURCES, MockKernel, MockLaunchError
 from tg_amd.bundle import AMDBinary
 from tg_amd.driver import HIP_LAUNCH_PARAM_BUFFER_POINTER, HIP_LAUNCH_PARAM_BUFFER_SIZE, HIP_LAUNCH_PARAM_END, Driver, HIPError, ffi
 
-MAX_PARAMS = 256
-_ERRORS = {1: "hipErrorInvalidValue", 2: "hipErrorLaunchOutOfResources"}
+_ERRORS = {INVALID_VALUE: "hipErrorInvalidValue", OUT_OF_RESOURCES: "hipErrorLaunchOutOfResources"}
 
 
-class MockKernel:
+class AMDMockKernel:
+  """A kernel's CPU build (tg.runtime.gpu_mock.MockKernel), launched as hipModuleLaunchKernel is: from `extra`."""
+
   def __init__(self, name: str, so: bytes) -> None:
-    # dlopen needs a file; it is unlinked right after loading (the mapping stays valid)
-    fd, path = tempfile.mkstemp(prefix="tg_amd_mock_", suffix=".so")
-    try:
-      with os.fdopen(fd, "wb") as f:
-        f.write(so)
-      self.lib = ffi.dlopen(path)
-    finally:
-      os.unlink(path)
-    self.name = name
-    sizes = ffi.new("unsigned int[]", MAX_PARAMS)
-    self.param_sizes = list(sizes[0:self.lib.tg_mock_param_sizes(sizes, MAX_PARAMS)])
+    self.name, self.kernel = name, MockKernel(name, so)
 
   def params(self, extra: Any) -> tuple[Any, Any]:
     """The kernel's arguments from hipModuleLaunchKernel's `extra`, copied (HIP copies them at the launch): (one pointer
@@ -41,7 +31,7 @@ class MockKernel:
       raise HIPError(f"{self.name}: extra is not (BUFFER_POINTER, args, BUFFER_SIZE, &size, END) (hipErrorInvalidValue)")
     size = int(ffi.cast("size_t*", extra[3])[0])
     offsets, end = [], 0
-    for n in self.param_sizes:  # each argument naturally aligned, as the kernel's argument segment lays them out
+    for n in self.kernel.param_sizes:  # each argument naturally aligned, as the kernel's argument segment lays them out
       end = -(-end // n) * n
       offsets.append(end)
       end += n
@@ -51,11 +41,10 @@ class MockKernel:
     return ffi.new("void*[]", [ffi.cast("void*", args + o) for o in offsets] or [ffi.NULL]), args
 
   def launch(self, params: Any, grid: tuple[int, ...], block: tuple[int, ...]) -> None:
-    err = ffi.new("char[]", 256)
-    status = self.lib.tg_mock_launch(params, ffi.new("unsigned int[6]", [*grid, *block]), err, 256)
-    if status != 0:
-      why = f"{_ERRORS.get(status, '?')} ({status}): {ffi.string(err).decode()}"
-      raise HIPError(f"hipModuleLaunchKernel of {self.name} grid={grid} block={block} failed: {why}")
+    try:
+      self.kernel.launch(int(ffi.cast("uintptr_t", params)), grid, block)
+    except MockLaunchError as e:
+      raise HIPError(f"hipModuleLaunchKernel of {self.name} grid={grid} block={block} failed: {_ERRORS.get(e.code, '?')} ({e.code}): {e}") from None
 
 
 class MockGraph:
@@ -69,7 +58,7 @@ class MockDriver(Driver):
   def __init__(self, arch: str | None = None, ordinal: int = 0) -> None:
     self.arch, self.ordinal = arch or "gfx1100", ordinal
     self.memory: dict[int, Any] = {}
-    self.kernels: list[MockKernel] = []
+    self.kernels: list[AMDMockKernel] = []
 
   def alloc(self, size: int) -> int:
     # 256-byte aligned, as hipMalloc's: float4 accesses at multiples of 4 elements are aligned
@@ -93,10 +82,10 @@ class MockDriver(Driver):
       raise HIPError(f"kernel {name} has no CPU build: it was compiled without AMD_MOCK=1")
     if binary.code_object[:4] != b"\x7fELF":
       raise HIPError(f"kernel {name} has no code object (hipErrorInvalidImage)")
-    self.kernels.append(MockKernel(name, binary.mock))
+    self.kernels.append(AMDMockKernel(name, binary.mock))
     return ffi.cast("hipFunction_t", len(self.kernels))  # a handle as opaque as HIP's: kernel number + 1
 
-  def _kernel(self, fn: Any) -> MockKernel:
+  def _kernel(self, fn: Any) -> AMDMockKernel:
     return self.kernels[int(ffi.cast("uintptr_t", fn)) - 1]
 
   def launch(self, fn: Any, grid: tuple[int, int, int], block: tuple[int, int, int], extra: Any, wait: bool) -> float | None:

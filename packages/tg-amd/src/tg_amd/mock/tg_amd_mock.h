@@ -34,8 +34,13 @@ static inline void __builtin_amdgcn_s_barrier() { tg_mock::barrier(); }
 static inline float8 __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(half16 a, half16 b, float8 c) {
   static float A[32][16][16], B[32][16][16], C[32][16][16];  // per wave: a workgroup has at most 1024 / 32 of them
   const unsigned int t = tg_amd_mock::linear_thread(), wave = t / 32, lane = t % 32;
-  for (int i = 0; i < 16; i++) A[wave][lane % 16][i] = (float)a[i];
-  for (int i = 0; i < 16; i++) B[wave][i][lane % 16] = (float)b[i];
+  // lanes 16-31 must hold what lanes 0-15 hold (the hardware reads A and B from both halves of the wave): where they
+  // disagree, the tile gets a nan, so a kernel that is wrong on the GPU gives wrong numbers here too
+  for (int i = 0; i < 16; i++) {
+    float &x = A[wave][lane % 16][i], &y = B[wave][i][lane % 16];
+    x = lane < 16 || x == (float)a[i] ? (float)a[i] : __builtin_nanf("");
+    y = lane < 16 || y == (float)b[i] ? (float)b[i] : __builtin_nanf("");
+  }
   for (int i = 0; i < 8; i++) C[wave][2 * i + lane / 16][lane % 16] = c[i];
   tg_mock::barrier();
   float8 d;
