@@ -144,3 +144,34 @@ def test_half_bfloat_and_int64_kernels_run(driver: MockDriver) -> None:
 
 def test_dtype_of_outputs() -> None:
   assert dtypes.float64 in MetalRenderer().missing_dtypes
+
+
+JIT = """
+import numpy as np
+from tg import Device, Tensor, TinyJit
+from tg_metal.device import get_driver
+drv = get_driver(0)
+calls = []
+run = drv.run
+drv.run = lambda launches, wait: calls.append(len(launches)) or run(launches, wait)
+@TinyJit
+def f(a, b):
+  return (a * (a + b).sum(axis=1, keepdim=True)).realize()  # a reduce, then an elementwise kernel
+for i in range(4):
+  a, b = Tensor(np.full((4, 8), i, np.float32)), Tensor(np.ones((4, 8), np.float32))
+  out = f(a, b).numpy()
+  assert (out == i * (i + 1) * 8).all(), out
+print(calls)
+"""
+
+
+def test_jit_replays_as_one_command_buffer(tmp_path: str) -> None:
+  import os
+  import subprocess
+  import sys
+  env = {**os.environ, "METAL_MOCK": "1", "DEVICE": "METAL", "CACHEDB": os.path.join(str(tmp_path), "c.db")}
+  p = subprocess.run([sys.executable, "-c", JIT], capture_output=True, text=True, env=env, timeout=300, check=False)
+  assert p.returncode == 0, p.stderr
+  calls = eval(p.stdout.strip().splitlines()[-1])
+  # captured at the second call; the replays are one run of all the function's kernels each
+  assert calls[-1] > 1 and calls.count(calls[-1]) >= 2, calls
