@@ -131,7 +131,8 @@ class MetalDriver(Driver):
     self.device = metal().MTLCreateSystemDefaultDevice()
     if not self.device:
       raise MetalError("MTLCreateSystemDefaultDevice() found no Metal GPU")
-    self.name = to_str(send(self.device, "name"))
+    with AutoreleasePool():  # the name is an autoreleased NSString
+      self.name = to_str(send(self.device, "name"))
     self.queue = send(self.device, "newCommandQueue")
     self.bfloat = macos_version() >= (14, 0)
     self.simdgroup_matrix = bool(send(self.device, "supportsFamily:", GPU_FAMILY_APPLE7))
