@@ -7,6 +7,10 @@
   tests(backend='llvm')    tg-core's tests on LLVM, plus tg-llvm's own tests (alias: llvm)
   tests(backend='webgpu')  tg-core's tests on WEBGPU (wgpu over Vulkan: lavapipe without a GPU), plus tg-webgpu's own (alias: webgpu)
   tests(backend='cuda')    tg-core's tests on CUDA in mock mode (NVRTC + ptxas, kernels run on the CPU), plus tg-cuda's own (alias: cuda)
+  tests(backend='amd')     tg-core's tests on AMD in mock mode (every kernel compiled to an AMDGPU code object by clang-16 and
+                           ld.lld-16, and the same HIP source run on the CPU), plus tg-amd's own (alias: amd)
+  tests(backend='metal')   tg-core's tests on METAL in mock mode (every kernel's MSL type-checked by clang++ against a header of
+                           Metal's types and builtins, and run on the CPU), plus tg-metal's own (alias: metal)
   opencl                   the out-of-tree example examples/plugins/tg-opencl (PoCL from PyPI), installed as a third party
                            would: its own tests and the conformance kit, from a temporary directory
 
@@ -26,9 +30,10 @@ CORE = "packages/tg-core"
 TOY = "packages/tg-core/tests/plugins/tg-toy"
 # backend name -> (device, package dir or None for devices built into tg-core)
 BACKENDS = {"python": ("PYTHON", None), "clang": ("CLANG", "packages/tg-clang"), "webgpu": ("WEBGPU", "packages/tg-webgpu"),
-            "llvm": ("LLVM", "packages/tg-llvm"), "cuda": ("CUDA", "packages/tg-cuda")}
-# environment for a backend's session: CI has no GPU, so CUDA runs in its mock mode
-BACKEND_ENV = {"cuda": {"CUDA_MOCK": "1"}}
+            "llvm": ("LLVM", "packages/tg-llvm"), "cuda": ("CUDA", "packages/tg-cuda"), "amd": ("AMD", "packages/tg-amd"),
+            "metal": ("METAL", "packages/tg-metal")}
+# environment for a backend's session: CI has no GPU (and no Mac), so the GPU devices run in their mock modes
+BACKEND_ENV = {"cuda": {"CUDA_MOCK": "1"}, "amd": {"AMD_MOCK": "1"}, "metal": {"METAL_MOCK": "1"}}
 # test-only references: torch for gradients, safetensors and gguf for the file formats tg reads and writes
 TEST_DEPS = ["pytest", "hypothesis", "torch==2.13.0", "safetensors", "gguf"]
 
@@ -41,8 +46,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def types(session: nox.Session) -> None:
-  session.install("mypy", "pytest", f"./{CORE}", "./packages/tg-clang", "./packages/tg-webgpu", "./packages/tg-llvm",
-                  "./packages/tg-cuda")
+  session.install("mypy", "pytest", f"./{CORE}", *(f"./{package}" for _, package in BACKENDS.values() if package))
   session.run("mypy")
 
 
@@ -101,6 +105,18 @@ def llvm(session: nox.Session) -> None:
 def cuda(session: nox.Session) -> None:
   """Alias of tests(backend='cuda')."""
   _run_backend_tests(session, "cuda")
+
+
+@nox.session
+def amd(session: nox.Session) -> None:
+  """Alias of tests(backend='amd')."""
+  _run_backend_tests(session, "amd")
+
+
+@nox.session
+def metal(session: nox.Session) -> None:
+  """Alias of tests(backend='metal')."""
+  _run_backend_tests(session, "metal")
 
 
 OPENCL_EXAMPLE = "examples/plugins/tg-opencl"

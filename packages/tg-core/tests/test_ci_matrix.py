@@ -1,0 +1,37 @@
+"""The CI matrix and the nox sessions name the same devices: a backend added to noxfile.py's BACKENDS is tested on
+every CI (`.ci/run` runs all nox sessions; the hosted workflow runs one job per backend) and the workflow installs
+what each needs. Read from the files, without importing nox."""
+from __future__ import annotations
+
+import ast
+import os
+import re
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+
+def _backends() -> dict[str, tuple[str, str | None]]:
+  tree = ast.parse(open(os.path.join(ROOT, "noxfile.py")).read())
+  for node in tree.body:
+    if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "BACKENDS" for t in node.targets):
+      return ast.literal_eval(node.value)
+  raise AssertionError("noxfile.py defines no BACKENDS")
+
+
+def test_every_nox_backend_is_a_job_of_the_workflow() -> None:
+  text = open(os.path.join(ROOT, ".github", "workflows", "ci.yml")).read()
+  m = re.search(r"backend:\s*\[([^\]]*)\]", text)
+  assert m is not None, "the workflow has no backend matrix"
+  assert sorted(b.strip() for b in m.group(1).split(",")) == sorted(_backends())
+
+
+def test_seven_devices_each_with_its_package() -> None:
+  backends = _backends()
+  assert sorted(d for d, _ in backends.values()) == ["AMD", "CLANG", "CUDA", "LLVM", "METAL", "PYTHON", "WEBGPU"]
+  for device, package in backends.values():
+    assert package is None or os.path.isfile(os.path.join(ROOT, package, "pyproject.toml")), f"{device}: {package} is not a package"
+
+
+def test_ci_run_installs_the_amd_toolchain() -> None:
+  text = open(os.path.join(ROOT, ".ci", "run")).read()
+  assert "clang-16" in text and "lld-16" in text
