@@ -11,6 +11,7 @@ import platform
 import shutil
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -55,7 +56,7 @@ print(json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def result(tmp_path_factory: pytest.TempPathFactory) -> dict:  # type: ignore[type-arg]
+def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
   so = str(tmp_path_factory.mktemp("fake") / "fake_metal.so")
   subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", so, os.path.join(HERE, "fake_metal.c")], check=True)
   p = subprocess.run([sys.executable, "-c", SCRIPT, so], capture_output=True, text=True, timeout=120, check=False)
@@ -63,20 +64,20 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> dict:  # type: ignore[ty
   return json.loads(p.stdout)  # type: ignore[no-any-return]
 
 
-def test_device_and_shared_buffers(result: dict) -> None:  # type: ignore[type-arg]
+def test_device_and_shared_buffers(result: dict[str, Any]) -> None:
   assert result["name"] == "Fake Apple M1" and result["bfloat_family"] is True
   assert "newBuffer 64 options 0\n" in result["log"]  # MTLResourceStorageModeShared
   assert result["copy"] == list(range(8, 16))  # copies go through contents, at the view's offset
 
 
-def test_compiles_with_fast_math_off_and_reports_nserror(result: dict) -> None:  # type: ignore[type-arg]
+def test_compiles_with_fast_math_off_and_reports_nserror(result: dict[str, Any]) -> None:
   assert "compile fast_math=0" in result["log"] and "compile fast_math=1" not in result["log"]
   assert result["compile_error"] == "Metal can't compile the kernel: program_source:1:1: error: no kernel"
   assert result["max_threads"] == 1024
   assert "metallib" in result["log"]
 
 
-def test_dispatch_arguments_arrive_as_declared(result: dict) -> None:  # type: ignore[type-arg]
+def test_dispatch_arguments_arrive_as_declared(result: dict[str, Any]) -> None:
   log = result["log"]
   first = ("set pipeline k\nset buffer 0: 64 bytes + 16\nset buffer 1: 16 bytes + 0\nset bytes 2: 4 bytes = 7\nset bytes 3: 4 bytes = -3\n"
            "dispatch (4, 2, 1) x (32, 1, 1)\n")
@@ -87,6 +88,6 @@ def test_dispatch_arguments_arrive_as_declared(result: dict) -> None:  # type: i
   assert result["no_wait"] is None and result["wait"] == pytest.approx(0.25)
 
 
-def test_autoreleased_objects_are_pooled_and_references_balance(result: dict) -> None:  # type: ignore[type-arg]
+def test_autoreleased_objects_are_pooled_and_references_balance(result: dict[str, Any]) -> None:
   assert "WITHOUT POOL" not in result["log"] and "OVER-RELEASE" not in result["log"], result["log"]
   assert result["live"] == {"buffers": 0, "command buffers": 0, "encoders": 0, "strings": 0, "options": 0}

@@ -18,6 +18,7 @@ simdgroup_multiply_accumulate.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from tg.codegen.tensor_core import SIMDGROUP_8X8X8_F16_F32, SIMDGROUP_8X8X8_F32_F32, TensorCore
@@ -93,6 +94,8 @@ class MetalRenderer(CStyleLanguage):
   code_for_op = {**CStyleLanguage.code_for_op, UnaryOps.EXP2: _math("exp2"), UnaryOps.LOG2: _math("log2"),
                  UnaryOps.SIN: _math("sin"), UnaryOps.SQRT: _math("sqrt"),
                  BinaryOps.IDIV: _divmod("/"), BinaryOps.MOD: _divmod("%"),
+                 # no int / bfloat: MSL converts float to bfloat only when asked
+                 UnaryOps.RECIP: lambda x, dt: f"((bfloat)(1.0f/(float)({x})))" if dt == dtypes.bfloat16 else f"(1/{x})",
                  TernaryOps.MULACC: lambda a, b, c, dt: f"metal::fma({a},{b},{c})"}
 
   def __init__(self, bfloat: bool = True, simdgroup_matrix: bool = True) -> None:
@@ -123,6 +126,8 @@ class MetalRenderer(CStyleLanguage):
       if dtypes.is_unsigned(dt):
         return f"{x}ul"
       return f"{x}l" if x != dtypes.min(dt) else f"({x + 1}l-1)"
+    if dt in (dtypes.float16, dtypes.bfloat16) and isinstance(x, float) and math.isfinite(x):
+      return f"({self.render_dtype(dt)})({x!r}f)"  # a float literal: MSL has no double
     return super().render_const(x, dt)
 
   def render_vectorize(self, lanes: list[str], dt: DType) -> str:
