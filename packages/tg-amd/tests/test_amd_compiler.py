@@ -9,7 +9,7 @@ from amd_helpers import DEV, program
 
 from tg import Tensor
 from tg.codegen.kernel import Opt, OptOps
-from tg.dtype import dtypes
+from tg.dtype import DType, dtypes
 from tg_amd import toolchain
 from tg_amd.bundle import AMDBinary
 from tg_amd.compiler import AMDCompiler
@@ -55,7 +55,7 @@ def test_barrier_kernel_is_s_barrier_and_lds() -> None:
 
 
 @pytest.mark.parametrize("dt", [dtypes.float64, dtypes.float32, dtypes.float16, dtypes.bfloat16])
-def test_math_needs_no_device_library(dt: dtypes) -> None:  # type: ignore[valid-type]
+def test_math_needs_no_device_library(dt: DType) -> None:
   """exp2, log2, sin, sqrt and division in every float type link with --no-undefined: nothing is left to ROCm's ocml."""
   x = Tensor.empty(8, device=DEV, dtype=dt)
   src = program(((x.exp2() + x.log2() + x.sin()) / x.sqrt()).maximum(x)).src

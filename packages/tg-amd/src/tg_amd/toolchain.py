@@ -98,12 +98,12 @@ def compile_hip(src: str, arch: str) -> bytes:
   lld = find_lld()
   with tempfile.TemporaryDirectory(prefix="tg_amd_") as d:
     hip, obj, co = (os.path.join(d, f) for f in ("kernel.hip", "kernel.o", "kernel.co"))
-    with open(hip, "w") as f:
-      f.write(src)
+    with open(hip, "w") as src_file:
+      src_file.write(src)
     _run(_clang(arch, hip, "-emit-obj", obj), arch, src)
     _run([lld, "-shared", "--no-undefined", obj, "-o", co], arch, src)
-    with open(co, "rb") as f:
-      return f.read()
+    with open(co, "rb") as co_file:
+      return co_file.read()
 
 
 def assembly(src: str, arch: str) -> str:
