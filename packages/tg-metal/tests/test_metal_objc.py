@@ -91,3 +91,42 @@ def test_dispatch_arguments_arrive_as_declared(result: dict[str, Any]) -> None:
 def test_autoreleased_objects_are_pooled_and_references_balance(result: dict[str, Any]) -> None:
   assert "WITHOUT POOL" not in result["log"] and "OVER-RELEASE" not in result["log"], result["log"]
   assert result["live"] == {"buffers": 0, "command buffers": 0, "encoders": 0, "strings": 0, "options": 0}
+
+
+FAKE_XCRUN = """#!/bin/sh
+# xcrun -sdk macosx metal|metallib ...: logs its arguments; "compiles" by copying
+echo "$@" >> "$(dirname "$0")/calls"
+[ "$1 $2" = "-sdk macosx" ] || exit 2
+tool=$3; shift 3
+case "$tool $1" in
+  "metal --version") echo "Apple metal version 32023.404 (fake)"; exit 0;;
+esac
+while [ $# -gt 0 ]; do
+  case "$1" in -o) out=$2; shift 2;; -c|-fno-fast-math) shift;; *) in=$1; shift;; esac
+done
+grep -q "kernel void" "$in" || { echo "$in:1:1: error: no kernel" >&2; exit 1; }
+cp "$in" "$out"
+"""
+
+
+def test_xcrun_metal_makes_a_metallib_in_two_steps(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+  from tg_metal import compiler
+  from tg_metal.runtime import MetalBinary, MetalCompileError
+  xcrun = tmp_path / "xcrun"
+  xcrun.write_text(FAKE_XCRUN)
+  xcrun.chmod(0o755)
+  monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+  compiler.xcrun_metal_version.cache_clear()
+  try:
+    c = compiler.MetalCompiler(mock=False)
+    assert c.xcrun == "Apple metal version 32023.404 (fake)" and c.cachekey is not None  # metallibs are cached on disk
+    src = "#include <metal_stdlib>\nkernel void k() {}"
+    b = MetalBinary.unpack(c.compile(src))
+    assert b.msl == src and b.metallib == src.encode() and b.mock == b""
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[1].startswith("-sdk macosx metal -fno-fast-math -c ") and calls[1].endswith(".air")
+    assert calls[2].startswith("-sdk macosx metallib ") and calls[2].endswith(".metallib")
+    with pytest.raises(MetalCompileError, match="no kernel"):
+      c.compile("junk")
+  finally:
+    compiler.xcrun_metal_version.cache_clear()

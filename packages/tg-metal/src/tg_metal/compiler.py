@@ -20,6 +20,7 @@ from tg_metal.mock.check import CHECK_FLAGS, CHECK_INCLUDE, MetalCheck, MetalChe
 from tg_metal.runtime import MetalBinary, MetalCompileError, MetalDriver
 
 XCRUN_METAL = ["xcrun", "-sdk", "macosx", "metal"]
+XCRUN_METALLIB = ["xcrun", "-sdk", "macosx", "metallib"]
 XCRUN_FLAGS = ["-fno-fast-math"]  # as newLibraryWithSource with fastMathEnabled = NO
 
 
@@ -34,14 +35,15 @@ def xcrun_metal_version() -> str | None:
 
 
 def metallib(src: str) -> bytes:
-  """`src` compiled to a metallib by xcrun metal."""
+  """`src` compiled to a metallib: xcrun metal to an AIR object, xcrun metallib to the library (Apple's two steps)."""
   with tempfile.TemporaryDirectory(prefix="tg_metal_") as d:
-    path, out = os.path.join(d, "kernel.metal"), os.path.join(d, "kernel.metallib")
+    path, air, out = os.path.join(d, "kernel.metal"), os.path.join(d, "kernel.air"), os.path.join(d, "kernel.metallib")
     with open(path, "w") as f:
       f.write(src)
-    proc = subprocess.run([*XCRUN_METAL, *XCRUN_FLAGS, path, "-o", out], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-      raise MetalCompileError(f"xcrun metal can't compile the kernel:\n{proc.stderr}\n--- source ---\n{src}")
+    for cmd in ([*XCRUN_METAL, *XCRUN_FLAGS, "-c", path, "-o", air], [*XCRUN_METALLIB, air, "-o", out]):
+      proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+      if proc.returncode != 0:
+        raise MetalCompileError(f"{' '.join(cmd[:4])} can't compile the kernel:\n{proc.stderr}\n--- source ---\n{src}")
     with open(out, "rb") as f:
       return f.read()
 
