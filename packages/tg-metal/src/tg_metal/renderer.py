@@ -87,7 +87,7 @@ class MetalRenderer(CStyleLanguage):
   barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
   infinity = "INFINITY"
   nan = "NAN"
-  tensor_cores = (SIMDGROUP_8X8X8_F16_F32, SIMDGROUP_8X8X8_F32_F32)
+  tensor_cores: tuple[TensorCore, ...] = (SIMDGROUP_8X8X8_F16_F32, SIMDGROUP_8X8X8_F32_F32)
   type_map = {dtypes.bool: "bool", dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.int16: "short", dtypes.uint16: "ushort",
               dtypes.int32: "int", dtypes.uint32: "uint", dtypes.int64: "long", dtypes.uint64: "ulong",
               dtypes.float16: "half", dtypes.bfloat16: "bfloat", dtypes.float32: "float"}
