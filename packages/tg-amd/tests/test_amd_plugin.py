@@ -61,9 +61,16 @@ def test_missing_clang_is_explained() -> None:
   assert "apt-get install clang-16 lld-16" in why
 
 
-def test_debug_4_shows_the_kernel_and_it_runs() -> None:
-  out = _run("from tg import Tensor; print((Tensor([1.0, 2.0, 3.0], device='AMD') * 2).tolist())", AMD_MOCK="1", DEBUG="4")
-  assert "__attribute__((global))" in out and "__builtin_amdgcn_workgroup_id_x()" in out and out.endswith("[2.0, 4.0, 6.0]")
+def test_debug_4_shows_the_kernel_and_the_code_object_is_for_amd_arch() -> None:
+  code = ("from tg import Tensor, Device\n"
+          "import struct; from tg_amd.bundle import AMDBinary\n"
+          "print((Tensor([1.0, 2.0, 3.0], device='AMD') * 2).tolist())\n"
+          "src = 'extern \"C\" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_size(1, 1))) k(float* a) { a[0] = 1.0f; }'\n"
+          "co = AMDBinary.unpack(Device['AMD'].compiler.compile(src)).code_object\n"
+          "print(Device['AMD'].renderer.arch, struct.unpack_from('<H', co, 18)[0], hex(struct.unpack_from('<I', co, 48)[0] & 0xff))")
+  out = _run(code, AMD_MOCK="1", DEBUG="4", AMD_ARCH="gfx1030")
+  assert "__attribute__((global))" in out and "__builtin_amdgcn_workgroup_id_x()" in out
+  assert out.splitlines()[-2:] == ["[2.0, 4.0, 6.0]", "gfx1030 224 0x36"], "EM_AMDGPU, EF_AMDGPU_MACH_AMDGCN_GFX1030"
 
 
 def test_each_instance_is_its_own_gpu() -> None:
