@@ -29,7 +29,8 @@ def _source_params(p: Program) -> int | None:
   if not isinstance(Device[Device.DEFAULT].renderer, CStyleLanguage):
     return None
   sig = p.src[p.src.index(f"{p.function_name}("):]
-  return len(re.findall(r"\bdata\d+\b", sig[:sig.index(")")]))
+  # the list ends at the body's brace: a parameter may have parentheses of its own (MSL's [[buffer(0)]])
+  return len(re.findall(r"\bdata\d+\b", sig[:sig.index(") {")]))
 
 
 class _Strict:
