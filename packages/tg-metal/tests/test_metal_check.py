@@ -50,6 +50,7 @@ def test_threadgroup_arrays_become_statics_for_the_mock() -> None:
   ("device float* data0 [[buffer(0)]]", "data0[0] = expf(data0[1]);", "undeclared|expf"),
   ("device float* data0 [[buffer(0)]]", "data0[0] = as_type<half>(data0[1]);", "same size"),
   ("device float* data0 [[buffer(0)]]", "data0[0] = data0[1]", "expected ';'"),
+  ("device float* data0 [[buffer(0)]], device float* data1 [[buffer(0)]]", "data0[0] = data1[0];", r"indices \[0, 0\] repeat"),
 ])
 def test_mistakes_are_caught(params: str, body: str, why: str) -> None:
   with pytest.raises(MetalCheckError, match=why):

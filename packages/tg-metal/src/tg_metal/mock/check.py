@@ -26,6 +26,7 @@ CHECK_FLAGS = ["-fsyntax-only", "-std=c++17", "-target", "arm64-apple-macos13", 
 _THREADGROUP_DECL = re.compile(r"^(\s*)threadgroup (?=[\w ]+ \w+\[\d+\];)", re.M)
 # MSL's 64-bit ints are long/ulong; `long long` and its literals don't exist
 _LONG_LONG = re.compile(r"\blong\s+long\b|\b\d+u?ll\b", re.I)
+_BUFFER_INDEX = re.compile(r"\[\[buffer\((\d+)\)\]\]")
 
 
 class MetalCheckError(RuntimeError):
@@ -55,6 +56,9 @@ class MetalCheck:
     self.src = src
     if (m := _LONG_LONG.search(src)) is not None:
       raise MetalCheckError(f"MSL has no `long long` (64-bit ints are long and ulong, literals 5l/5ul): {m.group(0)!r}\n--- source ---\n{src}")
+    # the argument table: each [[buffer(n)]] once, 0 to 30 (what the runtime binds with setBuffer/setBytes atIndex:)
+    if (idx := [int(i) for i in _BUFFER_INDEX.findall(src)]) and (len(set(idx)) != len(idx) or max(idx) > 30):
+      raise MetalCheckError(f"the kernel's [[buffer(n)]] indices {idx} repeat or pass 30\n--- source ---\n{src}")
     cxx = check_cxx()
     if cxx is None:
       raise MetalCheckError("METAL_MOCK=1 checks every kernel's MSL with clang++: install clang (apt-get install clang), "
