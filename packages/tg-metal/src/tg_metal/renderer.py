@@ -130,6 +130,11 @@ class MetalRenderer(CStyleLanguage):
       return f"({self.render_dtype(dt)})({x!r}f)"  # a float literal: MSL has no double
     return super().render_const(x, dt)
 
+  def render_load(self, buf: str, idx: str, dt: DType, buf_dt: PtrDType, local: bool = False) -> str:
+    if dt.count > 1 and not local and buf not in self._stored:  # keep the read-only buffer's const in the vector cast
+      return f"*((const device {self.render_dtype(dt)}*)({buf}+{idx}))"
+    return super().render_load(buf, idx, dt, buf_dt, local)
+
   def render_vectorize(self, lanes: list[str], dt: DType) -> str:
     return f"{self.render_dtype(dt)}({','.join(lanes)})"
 
