@@ -6,6 +6,7 @@ import ctypes
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -17,7 +18,9 @@ SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 
 
 def _run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
   full = {k: v for k, v in os.environ.items() if k not in ("METAL_MOCK", "DEVICE")}
-  return subprocess.run([sys.executable, *args], capture_output=True, text=True, env={**full, **env}, check=False, timeout=300)
+  with tempfile.TemporaryDirectory() as d:  # a compile cache of its own: the shared one stays untouched
+    full["CACHEDB"] = os.path.join(d, "cache.db")
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env={**full, **env}, check=False, timeout=300)
 
 
 def test_metal_registers_through_its_entry_point() -> None:
@@ -41,9 +44,9 @@ def test_mock_is_usable_and_never_the_default() -> None:
   assert p.stdout.strip() != "METAL", p.stdout
 
 
-def test_mock_runs_and_debug4_shows_checked_msl(tmp_path: str) -> None:
+def test_mock_runs_and_debug4_shows_checked_msl() -> None:
   code = "from tg import Tensor; print((Tensor([1.0, 2.0, 3.0]) * 2 + 1).tolist())"
-  p = _run("-c", code, METAL_MOCK="1", DEVICE="METAL", DEBUG="4", CACHEDB=os.path.join(str(tmp_path), "cache.db"))
+  p = _run("-c", code, METAL_MOCK="1", DEVICE="METAL", DEBUG="4")
   assert p.returncode == 0, p.stderr
   assert "[3.0, 5.0, 7.0]" in p.stdout
   assert "kernel void" in p.stdout and "passed clang++ -fsyntax-only" in p.stdout
