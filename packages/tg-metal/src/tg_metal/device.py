@@ -34,7 +34,8 @@ def unavailable_reason() -> str:
   if not is_macos():
     return f"METAL needs macOS (Metal.framework on an Apple GPU or a Mac's AMD/Intel GPU); {MOCK_HINT}"
   try:
-    get_driver(0)
+    from tg_metal.runtime import system_device
+    system_device()  # the GPU only: no command queue is made just to ask
   except (OSError, MetalError) as e:
     return f"no usable Metal GPU ({e})"
   return ""

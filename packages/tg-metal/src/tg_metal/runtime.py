@@ -14,6 +14,7 @@ from a metallib when the compiler made one (xcrun metal).
 from __future__ import annotations
 
 import ctypes
+import functools
 import platform
 import struct
 from dataclasses import dataclass
@@ -117,6 +118,15 @@ class Driver:
     ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src.ptr + src.offset, dest.nbytes)
 
 
+@functools.cache
+def system_device() -> int:
+  """The Mac's Metal GPU (MTLCreateSystemDefaultDevice), made once; every instance (METAL:n) uses it."""
+  device = metal().MTLCreateSystemDefaultDevice()
+  if not device:
+    raise MetalError("MTLCreateSystemDefaultDevice() found no Metal GPU")
+  return int(device)
+
+
 @dataclass(frozen=True)
 class MetalFunction:
   pipeline: int
@@ -128,9 +138,7 @@ class MetalDriver(Driver):
   """The GPU of MTLCreateSystemDefaultDevice (macOS only)."""
 
   def __init__(self) -> None:
-    self.device = metal().MTLCreateSystemDefaultDevice()
-    if not self.device:
-      raise MetalError("MTLCreateSystemDefaultDevice() found no Metal GPU")
+    self.device = system_device()
     with AutoreleasePool():  # the name is an autoreleased NSString
       self.name = to_str(send(self.device, "name"))
     self.queue = send(self.device, "newCommandQueue")
