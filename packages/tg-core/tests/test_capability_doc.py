@@ -22,6 +22,7 @@ BEGIN, END = "<!-- values:begin -->", "<!-- values:end -->"
 # the in-tree renderers as their devices make them when no hardware limits are known
 RENDERERS = [("CLANG", "tg_clang.renderer", "ClangRenderer"), ("LLVM", "tg_llvm.renderer", "LLVMRenderer"),
              ("CUDA", "tg_cuda.renderer", "CUDARenderer"), ("WEBGPU", "tg_webgpu.renderer", "WGSLRenderer"),
+             ("AMD", "tg_amd.renderer", "AMDRenderer"), ("METAL", "tg_metal.renderer", "MetalRenderer"),
              ("PYTHON", "tg.plugins.python", "PythonRenderer")]
 _DT_NAMES = {dt: name for name, dt in reversed(list(DTYPES_DICT.items()))}  # the first (canonical) name of each
 

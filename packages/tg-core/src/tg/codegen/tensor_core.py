@@ -57,7 +57,7 @@ MMA_M16N8K16_F16_F32 = TensorCore("mma_m16n8k16_f16_f32", (16, 8, 16), dtypes.fl
                                   _a_16816, _b_16816, _c_16816)
 
 
-# AMD RDNA3 v_wmma_f32_16x16x16_f16 in wave32 (clang's __builtin_amdgcn_wmma_f32_16x16x16_f16_w32), per the RDNA3
+# RDNA3 v_wmma_f32_16x16x16_f16 in wave32 (clang's __builtin_amdgcn_wmma_f32_16x16x16_f16_w32), per the RDNA3
 # ISA's "Wave Matrix Multiply Accumulate" layouts: lane l holds all 16 K values of row l%16 of A and of column l%16 of
 # B (lanes 16-31 repeat lanes 0-15); of C and D it holds column l%16, rows 2*i + l//16 for its 8 elements i.
 def _a_wmma_16x16x16(lane: Any, i: int) -> tuple[Any, Any]:
@@ -104,7 +104,7 @@ def emulate_wmma(tc: TensorCore, a: list[tuple[Any, ...]], b: list[tuple[Any, ..
     for lane in range(tc.threads):
       for i, x in enumerate(frags[lane]):
         r, col = layout(lane, i)
-        # an element some layouts repeat across lanes (AMD's A and B) must be the same in every lane that holds it
+        # an element some layouts repeat across lanes (RDNA3 WMMA's A and B) must be the same in every lane that holds it
         assert (r, col) not in held or M[r][col] == float(x), \
           f"{tc.name}: lane {lane} holds {float(x)} at ({r}, {col}) of a tile, lane {held[r, col]} holds {M[r][col]}"
         held.setdefault((r, col), lane)
