@@ -129,13 +129,16 @@ def test_tensor_core_transposed_operand() -> None:
   np.testing.assert_allclose(got.reshape(16, 16).astype(np.float32), a.T.astype(np.float32) @ b.astype(np.float32), rtol=1e-2, atol=2e-2)
 
 
-def test_heuristics_use_tensor_cores_for_half_matmuls() -> None:
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.float32])
+def test_heuristics_use_the_first_tensor_core_of_the_matmul_s_dtype(dt) -> None:  # type: ignore[no-untyped-def]
   _needs_tc()
-  ast, _ = _kernel(Tensor(_half(32, 32)) @ Tensor(_half(32, 32)))
+  tcs = Device[Device.DEFAULT].renderer.tensor_cores
+  a, b = (Tensor(rng.standard_normal((32, 32)).astype(dt.np)) for _ in range(2))
+  ast, _ = _kernel((a @ b).cast(dtypes.float32) if dt != dtypes.float32 else a @ b)
   k = Kernel(ast, Device[Device.DEFAULT].renderer).hand_coded_optimizations()
-  assert k.applied_opts[:1] == [TC]
-  ast, _ = _kernel(Tensor(rng.standard_normal((32, 32)).astype(np.float32)) @ Tensor(rng.standard_normal((32, 32)).astype(np.float32)))
-  assert TC not in Kernel(ast, Device[Device.DEFAULT].renderer).hand_coded_optimizations().applied_opts
+  first = next((i for i, tc in enumerate(tcs) if tc.dtype_in == dt and tc.dtype_out == dtypes.float32), None)
+  tc_opts = [o for o in k.applied_opts if o.op is OptOps.TC]
+  assert tc_opts == ([Opt(OptOps.TC, None, first)] if first is not None else [])
 
 
 # ---------- validation: a bad TC raises, never miscompiles ----------

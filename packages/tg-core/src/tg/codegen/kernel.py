@@ -393,10 +393,10 @@ class Kernel:
     return sorted(picked, reverse=True)[:2]
 
   def _workgroup_heuristics(self) -> Kernel:
-    """For devices with workgroups: a matmul of the tensor core's dtypes goes to the tensor core, a reduction to few
-    outputs is shared by a workgroup (GROUPTOP), a matmul-like kernel computes a 4 x 4 tile per thread, and the
+    """For devices with workgroups: a matmul of a tensor core's dtypes goes to the first such tensor core, a reduction
+    to few outputs is shared by a workgroup (GROUPTOP), a matmul-like kernel computes a 4 x 4 tile per thread, and the
     output axes are spread over workgroups of up to 128 threads."""
-    if self.renderer.tensor_cores and USE_TC.value and self._try(Opt(OptOps.TC, None, 0)):
+    if USE_TC.value and any(self._try(Opt(OptOps.TC, None, i)) for i in range(len(self.renderer.tensor_cores))):
       return self  # a matmul of the tensor core's dtypes: one warp per tile
     shape = self.full_shape
     globals_ = [i for i, k in enumerate(self.kinds) if k == GLOBAL and isinstance(shape[i], int)]
