@@ -6,7 +6,7 @@ shared object, EM_AMDGPU) that hipModuleLoadData loads. Debian/Ubuntu: `apt-get 
 or its own lld next to it, none of which a kernel with no library calls needs; ld.lld runs with --no-undefined, so a
 kernel that calls a function the backend could not lower (a device-library call) fails here, not at load time.
 TG_AMD_CLANG and TG_AMD_LLD pick the tools; by default the newest versioned clang-NN from 16 on (then plain
-`clang`), and the ld.lld of the same LLVM version (then any ld.lld).
+`clang`, then ROCm's own LLVM in /opt/rocm/llvm/bin), and the ld.lld of the same LLVM (then any ld.lld).
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ TG_AMD_LLD = Setting("TG_AMD_LLD", "", "the ld.lld that links AMD code objects (
 INSTALL_HINT = "install LLVM's clang and lld 16 or newer (apt-get install clang-16 lld-16)"
 MIN_LLVM = 16
 _VERSIONS = range(30, MIN_LLVM - 1, -1)  # newest first
+ROCM_LLVM = "/opt/rocm/llvm/bin"  # ROCm installs its LLVM here, off PATH
 INCLUDE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
 # -ffp-contract=off: no fused multiply-adds but the ones the renderer writes (MULACC), so mock mode's CPU build
 # computes what the GPU computes; -O3 as HIP's default; C++17 for the headers
@@ -53,7 +54,8 @@ def find_clang() -> tuple[str, int]:
       raise ToolMissing(f"TG_AMD_CLANG={TG_AMD_CLANG.value} is not an executable; {INSTALL_HINT}")
     names = [path]
   else:
-    names = [p for p in (*(shutil.which(f"clang-{v}") for v in _VERSIONS), shutil.which("clang")) if p is not None]
+    found = (*(shutil.which(f"clang-{v}") for v in _VERSIONS), shutil.which("clang"), shutil.which("clang", path=ROCM_LLVM))
+    names = [p for p in found if p is not None]
   for path in names:
     if (major := _major(path)) is not None and major >= MIN_LLVM:
       return path, major
@@ -68,10 +70,14 @@ def find_lld() -> str:
     if (path := shutil.which(TG_AMD_LLD.value)) is None:
       raise ToolMissing(f"TG_AMD_LLD={TG_AMD_LLD.value} is not an executable; {INSTALL_HINT}")
     return path
-  major = find_clang()[1]
+  clang, major = find_clang()
+  if os.path.dirname(clang) == ROCM_LLVM and (path := shutil.which("ld.lld", path=ROCM_LLVM)) is not None:
+    return path  # ROCm's clang links with ROCm's lld
   for name in (f"ld.lld-{major}", *(f"ld.lld-{v}" for v in _VERSIONS), "ld.lld"):
     if (path := shutil.which(name)) is not None:
       return path
+  if (path := shutil.which("ld.lld", path=ROCM_LLVM)) is not None:
+    return path
   raise ToolMissing(f"no ld.lld found to link AMD code objects; {INSTALL_HINT}")
 
 
