@@ -36,11 +36,13 @@ template <typename... A, unsigned... I> inline void call_with(void (*f)(A...), v
 template <typename... A> inline void call(void (*f)(A...), void** p) { call_with(f, p, typename make_seq<sizeof...(A)>::type()); }
 // calling a kernel whose last two parameters are its workgroup's and its thread's index (Metal's
 // [[threadgroup_position_in_grid]] and [[thread_position_in_threadgroup]]), of a type made from {x, y, z}: params
-// holds the others
+// holds the others (a reference parameter, Metal's `constant int& n`, binds to the value params points at)
+template <typename T> struct no_ref { typedef T type; };
+template <typename T> struct no_ref<T&> { typedef T type; };
 template <unsigned I, unsigned N, typename T> inline T arg_or_index(void** p) {
   if constexpr (I + 2 == N) return T{block_idx.x, block_idx.y, block_idx.z};
   else if constexpr (I + 1 == N) return T{thread_idx.x, thread_idx.y, thread_idx.z};
-  else return *static_cast<T*>(p[I]);
+  else return *static_cast<typename no_ref<T>::type*>(p[I]);
 }
 template <typename... A, unsigned... I> inline void call_indexed_with(void (*f)(A...), void** p, seq<I...>) {
   f(arg_or_index<I, sizeof...(A), A>(p)...);
