@@ -66,9 +66,6 @@ hipError_t hipGraphLaunch(hipGraphExec_t graphExec, hipStream_t stream);
 hipError_t hipGraphExecDestroy(hipGraphExec_t graphExec);
 hipError_t hipGraphDestroy(hipGraph_t graph);
 
-/* what a CPU build of a kernel exports (mock mode, see tg-core's tg_gpu_mock.h) */
-int tg_mock_launch(void **params, const unsigned int *dims, char *err, unsigned long errlen);
-int tg_mock_param_sizes(unsigned int *out, int n);
 """)
 LIBHIP = "libamdhip64.so"
 HIP_MEMCPY_HOST_TO_DEVICE, HIP_MEMCPY_DEVICE_TO_HOST = 1, 2

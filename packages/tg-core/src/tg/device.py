@@ -77,6 +77,31 @@ class LRUAllocator(Allocator):
     pass
 
 
+class DriverAllocator(LRUAllocator):
+  """Device memory through a GPU package's driver object (alloc(size), free(handle), copyin(handle, src),
+  copyout(dest, handle)): a buffer's handle is the driver's, and a view is the handle plus a byte offset (a device
+  address; a driver whose handles aren't addresses overrides `view`)."""
+
+  def __init__(self, driver: Any) -> None:
+    super().__init__()
+    self.driver = driver
+
+  def _alloc(self, size: int, options: Any) -> Any:
+    return self.driver.alloc(size)
+
+  def _free(self, opaque: Any, options: Any) -> None:
+    self.driver.free(opaque)
+
+  def copyin(self, dest: Any, src: memoryview) -> None:
+    self.driver.copyin(dest, src)
+
+  def copyout(self, dest: memoryview, src: Any) -> None:
+    self.driver.copyout(dest, src)
+
+  def view(self, opaque: Any, byte_offset: int, size: int) -> Any:
+    return opaque + byte_offset
+
+
 class HostAllocator(LRUAllocator):
   """Buffers in host memory: any object with the buffer protocol (a bytearray by default).
 

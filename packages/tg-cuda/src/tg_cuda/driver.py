@@ -70,9 +70,6 @@ CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);
 CUresult cuGraphDestroy(CUgraph hGraph);
 
-/* what a CPU build of a kernel exports (mock mode, see mock/tg_cuda_mock.h) */
-int tg_mock_launch(void **params, const unsigned int *dims, char *err, unsigned long errlen);
-int tg_mock_param_sizes(unsigned int *out, int n);
 """)
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 75, 76
 LIBCUDA = "libcuda.so.1"

@@ -4,27 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tg.device import LRUAllocator
-from tg_metal.runtime import Driver, MetalBuffer
+from tg.device import DriverAllocator
+from tg_metal.runtime import MetalBuffer
 
 
-class MetalAllocator(LRUAllocator):
-  def __init__(self, driver: Driver) -> None:
-    super().__init__()
-    self.driver = driver
-
-  def _alloc(self, size: int, options: Any) -> MetalBuffer:
-    return self.driver.alloc(size)
-
-  def _free(self, opaque: Any, options: Any) -> None:
-    self.driver.free(opaque)
-
-  def copyin(self, dest: Any, src: memoryview) -> None:
-    self.driver.copyin(dest, src)
-
-  def copyout(self, dest: memoryview, src: Any) -> None:
-    self.driver.copyout(dest, src)
-
+class MetalAllocator(DriverAllocator):
   def view(self, opaque: Any, byte_offset: int, size: int) -> Any:
     assert isinstance(opaque, MetalBuffer)
     return opaque.view(byte_offset)
