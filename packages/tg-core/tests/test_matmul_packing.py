@@ -21,6 +21,15 @@ PANEL = 8
 def packing(monkeypatch: pytest.MonkeyPatch) -> None:
   monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS", 0)
   monkeypatch.setattr(Device[Device.DEFAULT].renderer, "matmul_panel", PANEL)
+  monkeypatch.setattr(Device[Device.DEFAULT].renderer, "matmul_panel_rows", PANEL)
+
+
+def _panel_widths(a_np: np.ndarray, b_np: np.ndarray) -> dict[str, int]:
+  """The panel each operand of A @ B was packed in (the innermost size of its packing copy), by operand name."""
+  a, b = Tensor(a_np).realize(), Tensor(b_np).realize()
+  names = {id(a.lazydata.base.buffer): "A", id(b.lazydata.base.buffer): "B"}
+  copies = [si for si in create_schedule([(a @ b).lazydata]) if si.ast.op.name == "STORE" and si.ast.src[0].op.name == "LOAD"]
+  return {names[id(si.inputs[0])]: next(s for s in reversed(si.ast.arg.st.shape) if s != 1) for si in copies}
 
 
 def _kernels(a_np: np.ndarray, b_np: np.ndarray) -> int:
@@ -85,6 +94,37 @@ def test_conv_weight_is_packed_and_vectorized_along_output_channels(packing: Non
   np.testing.assert_allclose(x.grad.numpy(), x_t.grad.numpy(), rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize("rows", [4, 2])
+def test_rows_panel_is_the_tiles_rows(packing: None, monkeypatch: pytest.MonkeyPatch, rows: int) -> None:
+  """With matmul_panel_rows set, A (whose own axis, the rows, is not the output's innermost) is packed in panels of
+  that many rows and B in panels of matmul_panel; the product is still torch's, its gradients too."""
+  monkeypatch.setattr(Device[Device.DEFAULT].renderer, "matmul_panel_rows", rows)
+  a_np, b_np = rng.standard_normal((12, 40)).astype(np.float32), rng.standard_normal((40, 64)).astype(np.float32)
+  assert _panel_widths(a_np, b_np) == {"A": rows, "B": PANEL}
+  a, b = Tensor(a_np, requires_grad=True), Tensor(b_np, requires_grad=True)
+  a_t, b_t = torch.tensor(a_np, requires_grad=True), torch.tensor(b_np, requires_grad=True)
+  out, out_t = a @ b, a_t @ b_t
+  np.testing.assert_allclose(out.numpy(), out_t.detach().numpy(), rtol=1e-4, atol=1e-4)
+  (out * out).sum().backward()
+  (out_t * out_t).sum().backward()
+  assert a.grad is not None and a_t.grad is not None and b.grad is not None and b_t.grad is not None
+  np.testing.assert_allclose(a.grad.numpy(), a_t.grad.numpy(), rtol=1e-3, atol=1e-3)
+  np.testing.assert_allclose(b.grad.numpy(), b_t.grad.numpy(), rtol=1e-3, atol=1e-3)
+
+
+def test_rows_panel_follows_the_output_not_the_argument_order(packing: None, monkeypatch: pytest.MonkeyPatch) -> None:
+  """The rows panel goes to the operand whose own axis is the output's outer one, whichever side of the multiply it
+  is on: (B-side * A-side).sum(), with B first, packs A in rows panels all the same."""
+  monkeypatch.setattr(Device[Device.DEFAULT].renderer, "matmul_panel_rows", 4)
+  a_np, b_np = rng.standard_normal((16, 40)).astype(np.float32), rng.standard_normal((40, 32)).astype(np.float32)
+  a, b = Tensor(a_np).realize(), Tensor(b_np).realize()
+  out = (b.T.reshape(1, 32, 40) * a.reshape(16, 1, 40)).sum(2)
+  names = {id(a.lazydata.base.buffer): "A", id(b.lazydata.base.buffer): "B"}
+  copies = [si for si in create_schedule([out.lazydata]) if si.ast.op.name == "STORE" and si.ast.src[0].op.name == "LOAD"]
+  assert {names[id(si.inputs[0])]: next(s for s in reversed(si.ast.arg.st.shape) if s != 1) for si in copies} == {"A": 4, "B": PANEL}
+  np.testing.assert_allclose((b.T.reshape(1, 32, 40) * a.reshape(16, 1, 40)).sum(2).numpy(), a_np @ b_np, rtol=1e-4, atol=1e-4)
+
+
 def test_pack_0_turns_packing_off(packing: None) -> None:
   a, b = rng.standard_normal((32, 16)).astype(np.float32), rng.standard_normal((16, 32)).astype(np.float32)
   with Context(PACK=0):
@@ -95,19 +135,23 @@ def test_pack_0_turns_packing_off(packing: None) -> None:
 def test_small_matmuls_are_not_packed(monkeypatch: pytest.MonkeyPatch) -> None:
   """Below PACK_MIN_MACS the operands fit in cache: packing would only add copies."""
   monkeypatch.setattr(Device[Device.DEFAULT].renderer, "matmul_panel", PANEL)
+  monkeypatch.setattr(Device[Device.DEFAULT].renderer, "matmul_panel_rows", PANEL)
   a, b = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 64)).astype(np.float32)
   assert 64 ** 3 < tg.lazy.PACK_MIN_MACS and _kernels(a, b) == 1
 
 
 def test_cpu_heuristics_vectorize_a_packed_conv_along_output_channels(monkeypatch: pytest.MonkeyPatch) -> None:
-  """56 output columns don't fill 16-float vectors, a packed weight's 64 output channels do: the tile is 4 vectors of
-  output channels times 4 columns, and the vectors run along the channels."""
+  """A packed weight's output channels fill whole vectors: the tile is the target's register tile, its vectors along
+  the channels and its rows along the output columns (the image is padded, its loads masked: the tile takes the
+  fewer rows where two tiles tie)."""
+  from tg.codegen.heuristics.cpu import register_tile, renderer_target
   from tg.codegen.kernel import Kernel, OptOps
   from tg.dtype import dtypes
   renderer = Device[Device.DEFAULT].renderer
   width = renderer.vector_width(dtypes.float32)
   if renderer.global_ids or width < 8:  # 12 columns: not a whole number of vectors of 8 or 16 floats (they would be of 4)
     pytest.skip(f"{Device.DEFAULT} gets the workgroup heuristics or has no 8-float vectors")
+  tile = register_tile(renderer_target(renderer), costly_rows=True)
   monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS", 0)
   monkeypatch.setattr(renderer, "matmul_panel", width)
   x_np, w_np = rng.standard_normal((1, 4, 8, 12)).astype(np.float32), rng.standard_normal((4 * width, 4, 3, 3)).astype(np.float32)
@@ -115,7 +159,7 @@ def test_cpu_heuristics_vectorize_a_packed_conv_along_output_channels(monkeypatc
   conv = [si for si in create_schedule([x.conv2d(w, padding=1).lazydata]) if si.ast.op.name == "STORE"][-1]
   k = Kernel(conv.ast, renderer).hand_coded_optimizations()
   upcasts = [(o.axis, o.amt) for o in k.applied_opts if o.op is OptOps.UPCAST]
-  assert sorted(a for _, a in upcasts) == sorted([4, width, 4]), k.applied_opts
+  assert sorted(a for _, a in upcasts) == sorted([tile.rows, width, tile.vectors]), k.applied_opts
   vec = k.vector_axis()
   assert vec is not None and k.full_shape[vec] == width
   torch_out = torch.nn.functional.conv2d(torch.tensor(x_np), torch.tensor(w_np), padding=1).numpy()

@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 
 from tg.device import Compiler
+from tg.renderer.cpu_target import cpu_target
 from tg.settings import Setting
 
 TG_CLANG = Setting("TG_CLANG", "clang", "the clang binary CLANG compiles with (a name on PATH or a path)", read_once="when the CLANG device loads")
@@ -26,7 +27,7 @@ def clang_version() -> str | None:
 
 @functools.cache
 def native_target() -> str:
-  """What `-march=native` means on this machine, as clang resolves it: the target CPU and every target feature
+  """What `-march=native` (or CPU_TARGET's level) means on this machine, as clang resolves it: the target CPU and every target feature
   (e.g. "znver3 +avx2 +avx512f ... -avx512pf"). "-march=native" is the same text on every machine, so the compile
   cache keys on this instead: an object built for an AVX-512 CPU is never loaded on an AVX2 one (SIGILL) when a cache
   directory moves between machines (a shared home, a copied container image)."""
@@ -41,7 +42,8 @@ def native_target() -> str:
 
 
 def _arch_flags() -> list[str]:
-  return ["-march=native"] if platform.machine() in ("x86_64", "AMD64") else ["-mcpu=native"]
+  cpu = cpu_target().compiler_cpu or "native"  # CPU_TARGET: an x86-64 level, or the host
+  return [f"-march={cpu}"] if platform.machine() in ("x86_64", "AMD64") else [f"-mcpu={cpu}"]
 
 
 class ClangCompileError(RuntimeError):

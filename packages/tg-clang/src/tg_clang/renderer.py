@@ -11,7 +11,8 @@ from __future__ import annotations
 from tg.codegen.uops import UOp, UOps
 from tg.dtype import DType, PtrDType, dtypes
 from tg.ops import UnaryOps
-from tg.renderer.cpu import END, START, cpu_reduce_leaf, loop_to_split, native_vector_bytes, outer_symbol
+from tg.renderer.cpu import END, START, cpu_matmul_panels, cpu_reduce_leaf, loop_to_split, native_vector_bytes, outer_symbol
+from tg.renderer.cpu_target import cpu_target
 from tg.renderer.cstyle import CStyleLanguage
 
 LANE_MASK = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}  # a mask lane as wide as the data lane
@@ -44,7 +45,10 @@ class ClangRenderer(CStyleLanguage):
   # clang's ext_vector_type vectors, as wide as the CPU's registers; __fp16 is a storage type with no vector math
   vector_bytes = native_vector_bytes()
   masked_vector_loads = True  # a whole vector read (see overread_bytes), its masked-off lanes then replaced
-  matmul_panel = native_vector_bytes() // 4  # one float32 vector: the CPU heuristics' tile is as wide
+  cpu_target = cpu_target()  # CPU_TARGET: the host, or the x86-64 level the compiler builds for
+  # one vector of the register tile and its rows (tg.codegen.heuristics.cpu.register_tile): A is read as one stream,
+  # B as one per vector of the tile
+  matmul_panel, matmul_panel_rows = cpu_matmul_panels(cpu_target)
   reduce_leaf = cpu_reduce_leaf(native_vector_bytes())  # runs short enough for its accumulators (tg.renderer.cpu.SUM_CHAIN)
   overread_bytes = native_vector_bytes()  # the CLANG allocator's slack around every buffer
   fused_mulacc = True  # ((a*b)+c) in one expression, contracted to an FMA by -ffp-contract=on (and only that)

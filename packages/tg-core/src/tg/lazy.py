@@ -283,8 +283,9 @@ class LazyBuffer:
     computed from copies of its operands laid out in panels. An operand's own axes are the output axes it moves along
     and the other operand is broadcast on (A's rows, B's columns, a conv weight's output channels); p of the
     innermost one at a time become the operand's innermost axis, after the reduce axes, so that a register tile p
-    wide reads it as one sequential stream. An operand is packed when that axis is a multiple of p (at least two
-    panels) and its view has plain strides; None when neither is, for anything else, below PACK_MIN_MACS
+    wide reads it as one sequential stream (p is Renderer.matmul_panel for the tile's vector side, matmul_panel_rows for
+    its rows). An operand is packed when that axis is a multiple of its p (at least two panels) and its view has plain
+    strides; None when neither is, for anything else, below PACK_MIN_MACS
     multiply-adds, or with PACK=0."""
     if op is not ReduceOps.SUM or self.base is not self or self.op is not BinaryOps.MUL or not PACK.value:
       return None
@@ -295,12 +296,21 @@ class LazyBuffer:
     srcs, strides = self.srcs, [s.st.real_strides() for s in self.srcs]
     if any(all(st[k] == 0 for k in axis) for st in strides):
       return None  # an operand that doesn't move along the reduction: not a contraction
-    out = []
-    for x, mine, other in ((srcs[0], strides[0], strides[1]), (srcs[1], strides[1], strides[0])):
+    owns, packable = [], []
+    for mine, other in ((strides[0], strides[1]), (strides[1], strides[0])):
       own = [i for i in range(len(self.shape)) if i not in axis and mine[i] != 0 and other[i] == 0]
-      size = self.shape[own[-1]] if own else 0
-      packs = bool(own) and None not in mine and size % p == 0 and size >= 2 * p  # type: ignore[operator]
-      out.append(_panels(x, own[-1], p) if packs else x)
+      owns.append(own[-1] if own else -1)
+      packable.append(bool(own) and None not in mine)
+    # the operand along the output's innermost own axis (B's columns) is the register tile's vector side, panels of p;
+    # the other (A's rows) its broadcast rows, panels of matmul_panel_rows. An operand packed alone (a conv's weight:
+    # the padded image isn't) is the vector side
+    rows = renderer.matmul_panel_rows or p
+    panel = [p, p] if not all(packable) else [p if owns[0] > owns[1] else rows, p if owns[1] > owns[0] else rows]
+    out = []
+    for x, own, can, q in zip(srcs, owns, packable, panel):
+      size = self.shape[own] if own >= 0 else 0
+      packs = can and size % q == 0 and size >= 2 * q  # type: ignore[operator]
+      out.append(_panels(x, own, q) if packs else x)
     return None if out == list(srcs) else out[0].e(BinaryOps.MUL, out[1])
 
   def _split_reduce(self, op: ReduceOps, axis: tuple[int, ...]) -> LazyBuffer | None:

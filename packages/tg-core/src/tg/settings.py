@@ -40,7 +40,7 @@ def _package_of(module: str) -> str:
 class Setting:
   """One named setting. `Setting(name, default, doc)` declares it (or returns the one already declared under `name`,
   as tinygrad's ContextVar does), typed by `default`, and reads its value from the environment."""
-  __slots__ = ("default", "doc", "name", "package", "read_once", "shown_default", "type", "value")
+  __slots__ = ("choices", "default", "doc", "name", "package", "read_once", "shown_default", "type", "value")
   registry: ClassVar[dict[str, Setting]] = {}
   name: str
   type: type
@@ -49,20 +49,27 @@ class Setting:
   package: str
   shown_default: str
   read_once: str
+  choices: tuple[Any, ...]
   value: Any
 
   def __new__(cls, name: str, default: Any, doc: str = "", *, shown_default: str = "", read_once: str = "",
-              package: str = "") -> Setting:
+              package: str = "", choices: tuple[Any, ...] = ()) -> Setting:
     if (known := Setting.registry.get(name)) is not None:
       return known
     self = super().__new__(cls)
     self.name, self.type, self.default, self.doc = name, type(default), default, doc
     self.package = package or _package_of(sys._getframe(1).f_globals.get("__name__", "?"))
-    self.shown_default, self.read_once = shown_default, read_once
+    self.shown_default, self.read_once, self.choices = shown_default, read_once, choices
     raw = os.environ.get(name)
-    self.value = default if raw is None else _parse(name, self.type, raw)
+    self.value = default if raw is None else self.check(_parse(name, self.type, raw))
     Setting.registry[name] = self
     return self
+
+  def check(self, value: Any) -> Any:
+    """`value` if it is one of the setting's choices (when it has any), else a SettingError naming them."""
+    if self.choices and value not in self.choices:
+      raise SettingError(f"{self.name} must be one of {', '.join(map(str, self.choices))}, got {value!r}")
+    return value
 
   def __bool__(self) -> bool: return bool(self.value)
   def __ge__(self, x: int) -> bool: return bool(self.value >= x)
@@ -117,7 +124,7 @@ class Context(contextlib.ContextDecorator):
         v = int(v)
       if not isinstance(v, s.type):
         raise SettingError(f"{name} must be {_TYPE_NAMES.get(s.type, s.type.__name__)}, got {v!r}")
-      self.kwargs[s] = v
+      self.kwargs[s] = s.check(v)
     self.old: list[dict[Setting, Any]] = []
 
   def __enter__(self) -> None:
@@ -176,6 +183,11 @@ PACK = Setting("PACK", 1, "0: large matmuls are not copied into panels first on 
 LRU = Setting("LRU", 1, "0: freed device buffers go back to the device at once instead of being kept for reuse")
 CPU_THREADS = Setting("CPU_THREADS", os.cpu_count() or 1, "threads a CPU device splits a big kernel across", shown_default="the number of cores")
 CPU_THREAD_MIN_WORK = Setting("CPU_THREAD_MIN_WORK", 2_000_000, "loop-body instructions from which a CPU device's kernel is split across threads")
+CPU_TARGET = Setting("CPU_TARGET", "native", "the CPU that CPU devices compile for and tune to: native, or an x86-64 level the host runs "
+                     "(x86-64-v2: SSE4.2, x86-64-v3: AVX2, x86-64-v4: AVX-512)", read_once="when the first CPU device opens",
+                     choices=("native", "x86-64-v2", "x86-64-v3", "x86-64-v4"))
+CPU_CACHES = Setting("CPU_CACHES", "", "the CPU's L1d,L2,L3 sizes the heuristics assume (e.g. `48K,2M,32M`; unset: read from sysfs)",
+                     read_once="when the first CPU device opens")
 CPU_VECTOR_BYTES = Setting("CPU_VECTOR_BYTES", -1, "the vector width CPU devices declare (unset: 64 with AVX-512, 32 with AVX, else 16; 0: none)",
                            shown_default="the CPU's", read_once="when the first CPU device opens")
 PROFILE = Setting("PROFILE", 0, "1: write a Chrome trace of kernel runs at exit (to `PROFILE_PATH`)")

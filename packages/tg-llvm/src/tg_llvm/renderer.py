@@ -16,7 +16,8 @@ from tg.codegen.uops import UOp, UOps, store_valid
 from tg.dtype import DType, PtrDType, dtypes
 from tg.ops import BinaryOps, UnaryOps
 from tg.renderer import Renderer
-from tg.renderer.cpu import END, START, cpu_reduce_leaf, loop_to_split, native_vector_bytes, outer_symbol
+from tg.renderer.cpu import END, START, cpu_matmul_panels, cpu_reduce_leaf, loop_to_split, native_vector_bytes, outer_symbol
+from tg.renderer.cpu_target import cpu_target
 from tg_llvm.alu import alu, bitcast, cast, vector_cast_ok
 from tg_llvm.builder import IRBuilder
 from tg_llvm.irtypes import intrinsic_suffix, ll_const, ll_type, mem_type
@@ -36,7 +37,10 @@ class LLVMRenderer(Renderer):
   transcendental_fallback = frozenset({UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SIN})
   vector_bytes = native_vector_bytes()  # <n x T> as wide as the CPU's registers
   masked_vector_loads = True  # a whole vector read and masked (see overread_bytes), else llvm.masked.load
-  matmul_panel = native_vector_bytes() // 4  # one float32 vector: the CPU heuristics' tile is as wide
+  cpu_target = cpu_target()  # CPU_TARGET: the host, or the x86-64 level the compiler builds for
+  # one vector of the register tile and its rows (tg.codegen.heuristics.cpu.register_tile): A is read as one stream,
+  # B as one per vector of the tile
+  matmul_panel, matmul_panel_rows = cpu_matmul_panels(cpu_target)
   reduce_leaf = cpu_reduce_leaf(native_vector_bytes())  # runs short enough for its accumulators (tg.renderer.cpu.SUM_CHAIN)
   overread_bytes = native_vector_bytes()  # the LLVM allocator's slack around every buffer
   fused_mulacc = True  # llvm.fmuladd

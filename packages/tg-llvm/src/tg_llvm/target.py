@@ -1,4 +1,5 @@
-"""The host CPU as an LLVM target: the triple, the CPU name and its features (AVX-512 where the machine has it)."""
+"""The host CPU as an LLVM target: the triple, the CPU name and its features (AVX-512 where the machine has it), or the
+x86-64 level CPU_TARGET names (tg.renderer.cpu_target)."""
 from __future__ import annotations
 
 import functools
@@ -6,6 +7,8 @@ import hashlib
 
 import llvmlite
 import llvmlite.binding as llvm
+
+from tg.renderer.cpu_target import cpu_target
 
 CODE_MODEL = "large"
 
@@ -23,8 +26,17 @@ def host_target_machine() -> llvm.TargetMachine:
   # pic and the large code model: the runtime maps an object's code and its constants separately, and once big buffers
   # fragment the address space the two can land more than 2 GiB apart, past a 32-bit relative reference (MCJIT then
   # aborts the process on an assertion): the large model reaches constants through 64-bit addresses
-  return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3,
-                                      reloc="pic", codemodel=CODE_MODEL)
+  cpu, features = cpu_and_features()
+  return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic", codemodel=CODE_MODEL)
+
+
+def cpu_and_features() -> tuple[str, str]:
+  """The CPU LLVM compiles for and its feature string: the host's, or CPU_TARGET's x86-64 level (whose name implies
+  its features)."""
+  _init()
+  if (level := cpu_target().compiler_cpu) is not None:
+    return level, ""
+  return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 
 @functools.cache
@@ -36,7 +48,7 @@ def compile_target_machine() -> llvm.TargetMachine:
 @functools.cache
 def toolchain_id() -> str:
   """Names the compiler and the machine it compiles for, for the compile cache: a new llvmlite or CPU never reuses objects."""
-  _init()
-  features = hashlib.sha256(llvm.get_host_cpu_features().flatten().encode()).hexdigest()[:12]
+  cpu, features = cpu_and_features()
+  digest = hashlib.sha256(features.encode()).hexdigest()[:12]
   version = ".".join(map(str, llvm.llvm_version_info))
-  return f"llvmlite{llvmlite.__version__}_llvm{version}_{llvm.get_process_triple()}_{llvm.get_host_cpu_name()}_{features}_{CODE_MODEL}"
+  return f"llvmlite{llvmlite.__version__}_llvm{version}_{llvm.get_process_triple()}_{cpu}_{digest}_{CODE_MODEL}"

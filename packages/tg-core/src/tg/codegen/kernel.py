@@ -33,19 +33,15 @@ from tg.codegen.lowerer import GLOBAL, GROUP, LOCAL, REDUCE, TC, UNROLL, UPCAST,
 from tg.codegen.tensor_core import TensorCorePlan, operand_as
 from tg.codegen.transcendental import rewrite_transcendentals
 from tg.codegen.uops import UOp, UOps
-from tg.dtype import dtypes
 from tg.helpers import DEBUG, prod, to_function_name
 from tg.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, UnaryOps
 from tg.renderer import Program, Renderer
-from tg.settings import NOOPT, VECTORIZE
-from tg.settings import TC as USE_TC
+from tg.settings import VECTORIZE
 from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import Node, sint
 
 # copies of the kernel body one thread may hold, a vector's lanes counting as one copy: more only bloats code and registers
 MAX_UNROLLED = 256
-SMALL_REDUCE = 7  # a reduce axis up to this size (a conv's window) is unrolled whole by the CPU heuristics
-GROUP_CHAIN = 1024  # a workgroup device shares a reduce axis this long among a group's threads, whatever the outputs
 
 
 class OptOps(Enum):
@@ -270,167 +266,9 @@ class Kernel:
     return self
 
   def hand_coded_optimizations(self) -> Kernel:
-    """Unroll what a CPU keeps in registers. For a matmul-like reduction (output axes that an input broadcasts):
-    a tile of up to 256 outputs (128 without AVX-512), e.g. 16 x 16, so each loaded element feeds many multiply-adds
-    and the 16 run as one vector (measured on a 512 matmul: 4x4 tiles 23 GFLOP/s, 16x8 154, 32x8 209; on the 3x3 conv of bench/,
-    tiling output channels x columns instead of rows x columns made the kernel 6x faster); for other reductions
-    vectors along the rows or down the columns (see _plain_reduce); for elementwise kernels a vector of outputs per
-    iteration."""
-    if NOOPT.value:
-      return self
-    if (red := self.reduceop) is not None and not any(op.op is BufferOps.LOAD for op in red.lazyops()):
-      return self  # a reduce of masked constants (arange-like) loads nothing: loop collapse removes its loop
-    if self.renderer.has_local and self.renderer.global_ids:
-      return self._workgroup_heuristics()
-    shape = self.full_shape
-    sts = [op.arg.st for op in self.ast.lazyops() if op.op is BufferOps.LOAD]
-    reduce_axes = [i for i, k in enumerate(self.kinds) if k == REDUCE]
-    globals_ = [i for i, k in enumerate(self.kinds) if k == GLOBAL and isinstance(shape[i], int)]
-    if reduce_axes:
-      broadcast = self._reuse_axes(globals_, sts)
-      # copies of the tile: 16 x 16 where vectors hold 16 floats (16 vector accumulators of the 32 AVX-512 registers;
-      # measured on the 1024 and 2048 matmuls: 16 x 16 and 32 x 8 tiles 1.3-1.8x faster than 16 x 8), else 128
-      width = self.renderer.vector_width(dtypes.float32)
-      budget = 256 if width >= 16 else 128
-      # the reuse axis that full vectors divide and an input is contiguous along (a packed conv weight's output channels)
-      vec = next((i for i in broadcast if width > 1 and self._full_vectors(i, width)), None)
-      if vec is None or vec == broadcast[0] or not self._tile_across(vec, broadcast[0], width):
-        upcast = 1
-        for i in broadcast:  # the innermost first
-          upcast *= next((amt for amt in (16, 8, 4, 2) if upcast * amt <= budget and self._try(Opt(OptOps.UPCAST, i, amt))), 1)
-      if not broadcast:
-        self._plain_reduce(max(reduce_axes), globals_)
-      else:
-        # a small window (a conv's 3 x 3) is unrolled whole, the innermost axis first: its loops' overhead goes, and a
-        # padded image's masks then no longer change inside the remaining reduce loop, so the compiler hoists them
-        # (measured on bench/'s 3x3 conv, on the two CPU backends: 13.6 -> 10.5 ms and 11.0 -> 10.3 ms)
-        for r in reversed([i for i, k in enumerate(self.kinds) if k == REDUCE]):
-          size = self.full_shape[r]
-          if isinstance(size, int) and 1 < size <= SMALL_REDUCE and not self._try(Opt(OptOps.UNROLL, r, 0)):
-            break
-        self._block_for_cache()
-    elif globals_:
-      # as many outputs per iteration as a vector of the output holds, at least 4 (measured on bench/'s tanh-gelu, whose
-      # exp2 is expanded into vector arithmetic: 36 -> 21.5 ms with 16 lanes instead of 4; the relu chain 4.7 -> 3.0 ms)
-      width = min((self.renderer.vector_width(s.arg.dtype) for s in kernel_stores(self.ast)), default=1)
-      any(self._try(Opt(OptOps.UPCAST, globals_[-1], amt)) for amt in dict.fromkeys((max(width, 4), 4)))
-    return self
-
-  def _plain_reduce(self, r: int, globals_: list[int]) -> None:
-    """A reduction that no input is broadcast in (a sum, a softmax's max and sum of exps, a variance).
-
-    Along the rows (the loads are contiguous along the reduce axis `r`): a vector of elements per iteration (a vector
-    accumulator), 4 rows side by side (4 streams for the prefetcher) and 4 vectors of each row per iteration, which go
-    into 2 accumulators per row (Lowerer: ACC_CHAINS). Measured on a CPU backend: the 16M-float sum's partial sums (256 rows
-    of 64K) 1.0 -> 0.69 ms, and the max-and-sum-of-exps kernel of an 8192 x 1024 softmax 3.9 -> 2.5 ms, against one
-    vector per iteration.
-
-    Down the columns (contiguous along an output axis only, e.g. a row-major matrix summed over its rows): up to 16
-    vectors of neighbouring outputs, each accumulating down its column while a loop iteration reads 16 vectors of one
-    row (the sum of a 4096 x 4096 matrix over its rows: 60 ms with the reduce loop striding down one column, 1.7 ms)."""
-    loads = [op.arg for op in self.ast.lazyops() if op.op is BufferOps.LOAD]
-    width = min((self.renderer.vector_width(mb.dtype) for mb in loads), default=1)
-    def along(axis: int) -> bool: return any(mb.st.real_strides()[axis] == 1 for mb in loads)
-    if width > 1 and not along(r) and (cols := [i for i in globals_ if along(i)]):
-      if self._try(Opt(OptOps.UPCAST, cols[-1], width)):
-        any(self._try(Opt(OptOps.UPCAST, cols[-1], amt)) for amt in (16, 8, 4, 2))
-      return
-    size = self.full_shape[r]
-    if not isinstance(size, int):
-      return
-    vector = next((amt for amt in (16, 8, 4, 2) if amt <= max(width, 4) and size > amt and self._try(Opt(OptOps.UNROLL, r, amt))), 1)
-    if vector > 1 and size // vector > 4:
-      any(self._try(Opt(OptOps.UNROLL, r, amt)) for amt in (4, 2))
-    if globals_:  # last: an UPCAST adds an axis before the reduce axes, which moves `r`
-      any(self._try(Opt(OptOps.UPCAST, globals_[-1], amt)) for amt in (4, 2))
-
-  def _full_vectors(self, axis: int, width: int) -> bool:
-    """Some input reads `width` consecutive elements along `axis` once it is split by `width` (a packed operand's
-    panel axis is only contiguous within a panel)."""
-    k = self.copy()
-    return k._try(Opt(OptOps.UPCAST, axis, width)) and \
-      any(op.arg.st.real_strides()[axis + 1] == 1 for op in k.ast.lazyops() if op.op is BufferOps.LOAD)
-
-  def _tile_across(self, vec: int, other: int, width: int) -> bool:
-    """When the innermost reuse axis (`other`: a conv's output columns) can't hold full vectors but `vec` can: 4 vectors
-    of `width` along `vec` times 4 along `other`, 16 vector accumulators that take 4 + 4 loads per 16 multiply-adds
-    (measured on bench/'s 3x3 conv with packed weights, on the two CPU backends: 64 channels x 4 columns 6.4 and 4.9 ms;
-    16 x 8 10.7 and 6.1; 32 x 7 7.6 and 5.1). False, with nothing applied, when the axes don't split so."""
-    k = self.copy()
-    amt_other = next((a for a in (4, 2) if _divides(a, k.full_shape[other])), None)
-    if amt_other is None or other < vec or not (k._try(Opt(OptOps.UPCAST, other, amt_other)) and k._try(Opt(OptOps.UPCAST, vec, width))):
-      return False
-    rest = k.full_shape[vec]
-    next((a for a in (4, 2) if _divides(a, rest) and k._try(Opt(OptOps.UPCAST, vec, a))), None)
-    self.ast, self.kinds, self.applied_opts, self.tc = k.ast, k.kinds, k.applied_opts, k.tc
-    return True
-
-  def _block_for_cache(self, swept_max: int = 1 << 20, block_bytes: int = 1 << 19) -> None:
-    """The inner output loops sweep every input the outermost loop doesn't index (a matmul's B) once per outer
-    iteration: from memory, when it is bigger than the cache. BLOCK the outer loop so that a block of its iterations
-    shares each sweep, with the block's own inputs (rows of A) small enough to stay in cache meanwhile."""
-    loops = [i for i, k in enumerate(self.kinds) if k == GLOBAL and isinstance(self.full_shape[i], int)]
-    if len(loops) < 2:
-      return
-    outer, n = loops[0], self.full_shape[loops[0]]
-    assert isinstance(n, int)
-    loads = [op.arg for op in self.ast.lazyops() if op.op is BufferOps.LOAD]
-    swept = sum(mb.dtype.itemsize * mb.st.real_size() for mb in loads if mb.st.real_strides()[outer] == 0)
-    per_iteration = sum(mb.dtype.itemsize * mb.st.real_size() for mb in loads if mb.st.real_strides()[outer] != 0) / n
-    if swept > swept_max and per_iteration > 0:
-      any(self._try(Opt(OptOps.BLOCK, outer, amt)) for amt in range(min(n - 1, int(block_bytes // per_iteration)), 1, -1) if n % amt == 0)
-
-  def _reuse_axes(self, globals_: list[int], sts: list[ShapeTracker]) -> list[int]:
-    """Up to two output axes to upcast, innermost first: along an axis that an input broadcasts (stride 0), the
-    upcast copies share that input's load. Each input picks its innermost such axis, so that different inputs are
-    reused (matmul: the rows reuse B's loads, the columns A's; conv: output channels reuse the image's loads,
-    output columns the weights')."""
-    picked: list[int] = []
-    for st in sts:
-      strides = st.real_strides()
-      if (cands := [i for i in globals_ if strides[i] == 0 and i not in picked]):
-        picked.append(max(cands))
-    return sorted(picked, reverse=True)[:2]
-
-  def _workgroup_heuristics(self) -> Kernel:
-    """For devices with workgroups: a matmul of a tensor core's dtypes goes to the first such tensor core, a reduction
-    to few outputs is shared by a workgroup (GROUPTOP), a matmul-like kernel computes a 4 x 4 tile per thread, and the
-    output axes are spread over workgroups of up to 128 threads."""
-    if USE_TC.value and any(self._try(Opt(OptOps.TC, None, i)) for i in range(len(self.renderer.tensor_cores))):
-      return self  # a matmul of the tensor core's dtypes: one warp per tile
-    shape = self.full_shape
-    globals_ = [i for i, k in enumerate(self.kinds) if k == GLOBAL and isinstance(shape[i], int)]
-    reduce_axes = [i for i, k in enumerate(self.kinds) if k == REDUCE and isinstance(shape[i], int)]
-    outputs = prod(s for s, k in zip(shape, self.kinds) if k == GLOBAL)
-    reuse = self._reuse_axes(globals_, [op.arg.st for op in self.ast.lazyops() if op.op is BufferOps.LOAD]) if reduce_axes else []
-    r = max(reduce_axes, key=lambda i: shape[i]) if reduce_axes else -1  # type: ignore[arg-type,return-value]
-    # a thread sums its share of the reduce axis in one chain of adds, and a float sum's error grows with the chain:
-    # a reduction over a long axis is shared by a workgroup however many outputs it has (a tree's first level past 16M
-    # elements, a row sum of a wide matrix: chains of 8192 were 3.9e-5 off), unless it is a matmul (tiled below)
-    long_chain = r >= 0 and not reuse and isinstance(shape[r], int) and shape[r] >= GROUP_CHAIN
-    if reduce_axes and isinstance(outputs, int) and (outputs <= 2048 or long_chain):
-      if shape[r] >= 256:  # type: ignore[operator]
-        # after the barrier the group's first thread combines its partials alone (an IF block): a serial loop of
-        # `group` steps, so a bigger group shortens each thread's share but lengthens that loop. 32 and 16 date from
-        # when every thread ran the loop; they stay until a GPU measures better (none here: PYTHON only checks them)
-        any(self._try(Opt(OptOps.GROUPTOP, r, amt)) for amt in (32, 16))
-    elif reduce_axes:
-      for i in reuse:
-        self._try(Opt(OptOps.UPCAST, i, 4))
-    threads = 1
-    for i in sorted((i for i, k in enumerate(self.kinds) if k == GLOBAL and isinstance(self.full_shape[i], int)), reverse=True):
-      for amt in (32, 16, 8, 4, 2):
-        if threads * amt <= 128 and self._try(Opt(OptOps.LOCAL, i, amt)):
-          threads *= amt
-          break
-    return self
-
-  def _try(self, opt: Opt) -> bool:
-    try:
-      self.apply_opt(opt)
-      return True
-    except KernelOptError:
-      return False
+    """The opts the heuristics choose for this kernel and its renderer (tg.codegen.heuristics), applied."""
+    from tg.codegen.heuristics import hand_coded_optimizations
+    return hand_coded_optimizations(self)
 
   # ---------- to source ----------
   def vector_axis(self) -> int | None:

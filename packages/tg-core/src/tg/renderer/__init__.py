@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from tg.codegen.tensor_core import TensorCore
 from tg.codegen.uops import UOp
+from tg.renderer.cpu_target import CPUTarget
 from tg.dtype import DType, dtypes
 from tg.ops import UnaryOps
 from tg.shape.symbolic import Variable, sint, sym_infer
@@ -71,12 +72,18 @@ class Renderer:
   tensor_cores: tuple[TensorCore, ...] = ()
 
   # ---- CPU tuning ----
+  # the CPU the kernels run on (tg.renderer.cpu_target.CPUTarget: vector width and registers, FMA, caches), which the
+  # CPU heuristics derive their tiles from (tg.codegen.heuristics.cpu); None: a generic CPU of `vector_bytes` vectors
+  cpu_target: CPUTarget | None = None
   # > 0: a large matmul-like sum (a matmul, a conv: tg.lazy.LazyBuffer.r) reads copies of its operands packed in panels
   # of this many elements along each operand's own output axis (A's rows, B's columns, a conv weight's output
   # channels), stored innermost after the reduce axes: a register tile that wide then reads each operand as one
   # sequential stream instead of a strided one per row (CPUs: their caches and TLBs then serve every load). The copies
   # are ordinary kernels; sums below tg.lazy.PACK_MIN_MACS multiply-adds, whose operands stay in cache, are not packed
   matmul_panel: int = 0
+  # > 0: when both operands are packed, the panel of the one whose own axis is not the output's innermost (A's rows)
+  # is this many elements instead: the rows of the register tile, where matmul_panel is its vector columns (0: the same)
+  matmul_panel_rows: int = 0
   # > 0: the run of elements per output one kernel of a split reduction adds (tg.lazy.LazyBuffer._tree_reduce), chosen so
   # that each of the kernel's independent accumulators adds only a short chain (a float sum's error grows with its
   # chains' length); 0: tg.lazy.SUM_LEAF (8192, for GPUs, whose kernels group a run's threads)

@@ -7,13 +7,12 @@ thread. Iterations of an output loop write disjoint outputs, so the slices can r
 """
 from __future__ import annotations
 
-import functools
-
 from tg.codegen.lowerer import ACC_CHAINS
 from tg.codegen.uops import UOp, UOps
 from tg.dtype import dtypes
 from tg.helpers import prod
-from tg.settings import CPU_THREAD_MIN_WORK, CPU_VECTOR_BYTES
+from tg.renderer.cpu_target import CPUTarget, cpu_target
+from tg.settings import CPU_THREAD_MIN_WORK
 
 START, END = "tg_start", "tg_end"  # the names of the two extra arguments of a split kernel
 
@@ -42,24 +41,25 @@ def loop_to_split(uops: list[UOp]) -> UOp | None:
   return first if prod(u.src[1].arg for u in ranges) * body >= CPU_THREAD_MIN_WORK.value else None
 
 
-@functools.cache
 def native_vector_bytes() -> int:
-  """The width of the host CPU's vector registers in bytes (AVX-512: 64, AVX: 32, else SSE/NEON's 16), from
-  /proc/cpuinfo's flags; `CPU_VECTOR_BYTES` overrides it (0 turns vectors off)."""
-  if (forced := CPU_VECTOR_BYTES.value) >= 0:
-    return forced
-  try:
-    with open("/proc/cpuinfo") as f:
-      flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-  except OSError:
-    flags = []
-  return 64 if "avx512f" in flags else 32 if "avx" in flags else 16
+  """The width of the target CPU's vector registers in bytes (AVX-512: 64, AVX: 32, else SSE/NEON's 16): see
+  tg.renderer.cpu_target (CPU_TARGET; `CPU_VECTOR_BYTES` overrides it, 0 turns vectors off)."""
+  return cpu_target().vector_bytes
 
 
 # adds per accumulator that a CPU reduction's run may take: a float32 sum of 1M or 16M equal values then stays within
 # 2 * log2(n) ulps (measured relative errors of 16M x 1e-3: 9.3e-7 with AVX-512, 1.4e-6 with AVX2 and SSE; with runs of
 # 8192 on every CPU, as before, AVX2 gave 5.6e-6 and SSE 7.8e-6)
 SUM_CHAIN = 32
+
+
+def cpu_matmul_panels(target: CPUTarget) -> tuple[int, int]:
+  """Renderer.matmul_panel and matmul_panel_rows for a CPU device: one vector of the target's register tile (its
+  vectors then come from neighbouring panels, as fast as from one panel of all its columns: 104 GFLOP/s both on a
+  1024 matmul, one thread, AVX-512) and its rows."""
+  from tg.codegen.heuristics.cpu import register_tile  # the heuristics import the renderer package: not at import time
+  tile = register_tile(target)
+  return tile.lanes, tile.rows
 
 
 def cpu_reduce_leaf(vector_bytes: int) -> int:

@@ -1,0 +1,38 @@
+"""The hand-coded kernel optimizations: the opts a kernel gets when BEAM doesn't search.
+
+Devices whose output axes are hardware indices with workgroups (GPUs: `Renderer.global_ids` and `has_local`) get
+`gpu.workgroup_opts`; devices whose output axes are loops (CPUs, the PYTHON interpreter) get `cpu.cpu_opts`, tuned to
+the renderer's `CPUTarget` (tg.renderer.cpu_target: vector width, registers, caches). Both only call
+`Kernel.apply_opt`, so whatever they choose is a valid kernel: a choice that doesn't apply is skipped.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tg.ops import BufferOps
+from tg.settings import NOOPT
+
+if TYPE_CHECKING:
+  from tg.codegen.kernel import Kernel, Opt
+
+
+def try_opt(k: Kernel, opt: Opt) -> bool:
+  """Apply `opt` to `k` if it applies; False, with `k` unchanged, if not."""
+  from tg.codegen.kernel import KernelOptError
+  try:
+    k.apply_opt(opt)
+    return True
+  except KernelOptError:
+    return False
+
+
+def hand_coded_optimizations(k: Kernel) -> Kernel:
+  if NOOPT.value:
+    return k
+  if (red := k.reduceop) is not None and not any(op.op is BufferOps.LOAD for op in red.lazyops()):
+    return k  # a reduce of masked constants (arange-like) loads nothing: loop collapse removes its loop
+  if k.renderer.has_local and k.renderer.global_ids:
+    from tg.codegen.heuristics.gpu import workgroup_opts
+    return workgroup_opts(k)
+  from tg.codegen.heuristics.cpu import cpu_opts
+  return cpu_opts(k)

@@ -1,0 +1,232 @@
+"""Heuristics for devices whose output axes are loops (CPUs, the PYTHON interpreter), derived from the target CPU.
+
+What a CPU kernel keeps in registers decides its speed, and that is a property of the CPU, not a constant: the
+target (`Renderer.cpu_target`, tg.renderer.cpu_target) gives the vector width, the number of vector registers and
+the cache sizes, and `register_tile` turns them into the matmul/conv tile. Reductions without reuse and elementwise
+kernels take a vector of outputs or inputs per iteration.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tg.codegen.heuristics import try_opt
+from tg.codegen.kernel import Kernel, Opt, OptOps
+from tg.codegen.lowerer import GLOBAL, REDUCE, kernel_stores
+from tg.ops import BufferOps
+from tg.renderer import Renderer
+from tg.renderer.cpu_target import CPUTarget, generic_target
+
+SMALL_REDUCE = 7  # a reduce axis up to this size (a conv's window) is unrolled whole
+# independent multiply-adds a core must have in flight to keep its FMA units busy: 2 units x 4 cycles of latency on
+# every x86 core since Haswell and on Zen (Apple's M cores have 4 units: the tile's other constraints decide there)
+FMA_IN_FLIGHT = 8
+
+
+@dataclass(frozen=True)
+class RegisterTile:
+  """A register tile of a matmul-like kernel: `rows` outputs along one output axis times `vectors` vectors of `lanes`
+  outputs along another, each (row, vector) one vector accumulator. Per step of the reduction it loads `vectors`
+  vectors of the operand that moves along the vector axis and broadcasts `rows` scalars of the other."""
+  rows: int
+  vectors: int
+  lanes: int
+
+  @property
+  def accumulators(self) -> int:
+    return self.rows * self.vectors
+
+  @property
+  def columns(self) -> int:
+    return self.vectors * self.lanes
+
+
+def register_tile(target: CPUTarget, costly_rows: bool = False) -> RegisterTile:
+  """The register tile for `target`, from its vector registers and width.
+
+  A step of the reduction holds rows x vectors accumulators, the `vectors` loaded vectors and one broadcast scalar in
+  registers; nothing may spill (a spilled accumulator is a load and a store per multiply-add):
+
+      rows * vectors + vectors + 1 <= vector_registers
+
+  It issues rows * vectors FMAs for rows + vectors loads: the FMA units (2 per core) and the load ports (2 per core)
+  are both busy when loads <= FMAs, and the more FMAs per load the more slack the loads have (for the caches and
+  the packing copies). And the FMAs must hide their latency: at least FMA_IN_FLIGHT independent accumulators.
+  Among the power-of-two tiles (they divide the axes and the packing panels) that fit, the most FMAs per load wins,
+  then the fewer vector streams, or with `costly_rows` (the broadcast operand is read through a mask: a padded conv
+  image) the fewer rows:
+
+      AVX-512, 32 registers of 16 floats: 4 rows x 4 vectors, 16 accumulators + 4 + 1 = 21 registers, 16 FMAs per 8 loads
+        (8 x 2: 19 registers, 16 per 10; 16 x 1: 18 registers, 16 per 17)
+      AVX2, 16 registers of 8 floats:     4 rows x 2 vectors, 8 accumulators + 2 + 1 = 11 registers, 8 FMAs per 6 loads
+        (8 x 2 needs 19 registers and spills; 8 x 1: 8 per 9 loads; 16 x 1: 18 registers, spills)
+      NEON, 32 registers of 4 floats:     4 rows x 4 vectors, 21 registers, 16 FMAs per 8 loads
+      SSE, 16 registers of 4 floats:      4 rows x 2 vectors, 11 registers
+
+  Measured, CLANG, 1024 matmul on one thread of an AMD EPYC (Zen 4) with `CPU_TARGET=x86-64-v3` (AVX2 code): the
+  old 8 x 2 tile (8 rows, 16 columns: 19 registers) 54-59 GFLOP/s, 8 x 1 80, 4 x 2 93-95; natively (AVX-512):
+  16 x 1 104, 8 x 2 and 4 x 4 106. bench/'s 3x3 conv (x86-64-v3, one thread): 2 columns x 4 vectors 81-83,
+  4 x 4 76-80, 4 x 2 69-75."""
+  lanes = max(1, target.vector_bytes // 4)
+  best: tuple[tuple[float, int], RegisterTile] | None = None
+  for rows in (1, 2, 4, 8, 16, 32):
+    for vectors in (1, 2, 4, 8):
+      acc = rows * vectors
+      if acc + vectors + 1 > target.vector_registers or acc < FMA_IN_FLIGHT:
+        continue
+      score = (acc / (rows + vectors), -rows if costly_rows else -vectors)
+      if best is None or score > best[0]:
+        best = (score, RegisterTile(rows, vectors, lanes))
+  return best[1] if best is not None else RegisterTile(max(1, target.vector_registers - 2), 1, lanes)
+
+
+def renderer_target(renderer: Renderer) -> CPUTarget:
+  """The CPU a loop renderer's kernels run on: its own `cpu_target`, else a generic one of its vector width."""
+  return renderer.cpu_target if renderer.cpu_target is not None else generic_target(renderer.vector_bytes)
+
+
+def cpu_opts(k: Kernel) -> Kernel:
+  """Unroll what a CPU keeps in registers. A matmul-like reduction (output axes that an input broadcasts) gets the
+  target's register tile (`register_tile`) and cache blocking; other reductions vectors along the rows or down the
+  columns (see `plain_reduce`); elementwise kernels a vector of outputs per iteration."""
+  target = renderer_target(k.renderer)
+  shape = k.full_shape
+  reduce_axes = [i for i, kind in enumerate(k.kinds) if kind == REDUCE]
+  globals_ = [i for i, kind in enumerate(k.kinds) if kind == GLOBAL and isinstance(shape[i], int)]
+  if reduce_axes:
+    broadcast = reuse_axes(k, globals_)
+    lanes = register_tile(target).lanes
+    # the reuse axis that full vectors divide and an input is contiguous along (a packed operand's panel axis)
+    vec = next((i for i in broadcast if lanes > 1 and full_vectors(k, i, lanes)), None)
+    other = next((i for i in broadcast if i != vec), None)
+    tile = register_tile(target, costly_rows=other is not None and masked_along(k, other))
+    if vec is None or not apply_tile(k, vec, other, tile):
+      upcast, budget = 1, tile.accumulators * tile.lanes  # as many copies as the tile's accumulators hold
+      for i in broadcast:  # the innermost first
+        upcast *= next((amt for amt in (16, 8, 4, 2) if upcast * amt <= budget and try_opt(k, Opt(OptOps.UPCAST, i, amt))), 1)
+    if not broadcast:
+      plain_reduce(k, max(reduce_axes), globals_)
+    else:
+      # a small window (a conv's 3 x 3) is unrolled whole, the innermost axis first: its loops' overhead goes, and a
+      # padded image's masks then no longer change inside the remaining reduce loop, so the compiler hoists them
+      # (measured on bench/'s 3x3 conv, on the two CPU backends: 13.6 -> 10.5 ms and 11.0 -> 10.3 ms)
+      for r in reversed([i for i, kind in enumerate(k.kinds) if kind == REDUCE]):
+        size = k.full_shape[r]
+        if isinstance(size, int) and 1 < size <= SMALL_REDUCE and not try_opt(k, Opt(OptOps.UNROLL, r, 0)):
+          break
+      block_for_cache(k, target)
+  elif globals_:
+    # as many outputs per iteration as a vector of the output holds, at least 4 (measured on bench/'s tanh-gelu, whose
+    # exp2 is expanded into vector arithmetic: 36 -> 21.5 ms with 16 lanes instead of 4; the relu chain 4.7 -> 3.0 ms)
+    width = min((k.renderer.vector_width(s.arg.dtype) for s in kernel_stores(k.ast)), default=1)
+    any(try_opt(k, Opt(OptOps.UPCAST, globals_[-1], amt)) for amt in dict.fromkeys((max(width, 4), 4)))
+  return k
+
+
+def apply_tile(k: Kernel, vec: int, other: int | None, tile: RegisterTile) -> bool:
+  """The register tile on `k`: `tile.lanes` x up to `tile.vectors` along `vec` (the vector axis), up to `tile.rows`
+  along `other` (fewer where the axis doesn't divide). False, with nothing applied, when `vec` takes no vector.
+  Splits go from the highest axis down, as a split moves the axes after it."""
+  c = k.copy()
+  def vector_side() -> bool:
+    if not try_opt(c, Opt(OptOps.UPCAST, vec, tile.lanes)):
+      return False
+    next((v for v in _halvings(tile.vectors) if try_opt(c, Opt(OptOps.UPCAST, vec, v))), None)
+    return True
+  def row_side() -> None:
+    if other is not None:
+      next((r for r in _halvings(tile.rows) if try_opt(c, Opt(OptOps.UPCAST, other, r))), None)
+  if other is not None and other > vec:
+    row_side()
+    if not vector_side():
+      return False
+  else:
+    if not vector_side():
+      return False
+    row_side()
+  k.ast, k.kinds, k.applied_opts, k.tc = c.ast, c.kinds, c.applied_opts, c.tc
+  return True
+
+
+def masked_along(k: Kernel, axis: int) -> bool:
+  """Some input that moves along `axis` is read through a mask (a padded conv image): each of its loads is a select."""
+  return any(op.arg.st.real_strides()[axis] != 0 and any(v.mask is not None for v in op.arg.st.views)
+             for op in k.ast.lazyops() if op.op is BufferOps.LOAD)
+
+
+def _halvings(n: int) -> list[int]:
+  """n, n/2, ... down to 2."""
+  out = []
+  while n >= 2:
+    out.append(n)
+    n //= 2
+  return out
+
+
+def plain_reduce(k: Kernel, r: int, globals_: list[int]) -> None:
+  """A reduction that no input is broadcast in (a sum, a softmax's max and sum of exps, a variance).
+
+  Along the rows (the loads are contiguous along the reduce axis `r`): a vector of elements per iteration (a vector
+  accumulator), 4 rows side by side (4 streams for the prefetcher) and 4 vectors of each row per iteration, which go
+  into 2 accumulators per row (Lowerer: ACC_CHAINS). Measured on a CPU backend: the 16M-float sum's partial sums (256 rows
+  of 64K) 1.0 -> 0.69 ms, and the max-and-sum-of-exps kernel of an 8192 x 1024 softmax 3.9 -> 2.5 ms, against one
+  vector per iteration.
+
+  Down the columns (contiguous along an output axis only, e.g. a row-major matrix summed over its rows): up to 16
+  vectors of neighbouring outputs, each accumulating down its column while a loop iteration reads 16 vectors of one
+  row (the sum of a 4096 x 4096 matrix over its rows: 60 ms with the reduce loop striding down one column, 1.7 ms)."""
+  loads = [op.arg for op in k.ast.lazyops() if op.op is BufferOps.LOAD]
+  width = min((k.renderer.vector_width(mb.dtype) for mb in loads), default=1)
+  def along(axis: int) -> bool: return any(mb.st.real_strides()[axis] == 1 for mb in loads)
+  if width > 1 and not along(r) and (cols := [i for i in globals_ if along(i)]):
+    if try_opt(k, Opt(OptOps.UPCAST, cols[-1], width)):
+      any(try_opt(k, Opt(OptOps.UPCAST, cols[-1], amt)) for amt in (16, 8, 4, 2))
+    return
+  size = k.full_shape[r]
+  if not isinstance(size, int):
+    return
+  vector = next((amt for amt in (16, 8, 4, 2) if amt <= max(width, 4) and size > amt and try_opt(k, Opt(OptOps.UNROLL, r, amt))), 1)
+  if vector > 1 and size // vector > 4:
+    any(try_opt(k, Opt(OptOps.UNROLL, r, amt)) for amt in (4, 2))
+  if globals_:  # last: an UPCAST adds an axis before the reduce axes, which moves `r`
+    any(try_opt(k, Opt(OptOps.UPCAST, globals_[-1], amt)) for amt in (4, 2))
+
+
+def full_vectors(k: Kernel, axis: int, width: int) -> bool:
+  """Some input reads `width` consecutive elements along `axis` once it is split by `width` (a packed operand's
+  panel axis is only contiguous within a panel)."""
+  c = k.copy()
+  return try_opt(c, Opt(OptOps.UPCAST, axis, width)) and \
+    any(op.arg.st.real_strides()[axis + 1] == 1 for op in c.ast.lazyops() if op.op is BufferOps.LOAD)
+
+
+def block_for_cache(k: Kernel, target: CPUTarget) -> None:
+  """The inner output loops sweep every input the outermost loop doesn't index (a matmul's B) once per outer
+  iteration: from memory, when it is bigger than the L2 cache. BLOCK the outer loop so that a block of its
+  iterations shares each sweep, with the block's own inputs (rows of A) in half the L2 meanwhile."""
+  loops = [i for i, kind in enumerate(k.kinds) if kind == GLOBAL and isinstance(k.full_shape[i], int)]
+  if len(loops) < 2:
+    return
+  outer, n = loops[0], k.full_shape[loops[0]]
+  assert isinstance(n, int)
+  loads = [op.arg for op in k.ast.lazyops() if op.op is BufferOps.LOAD]
+  swept = sum(mb.dtype.itemsize * mb.st.real_size() for mb in loads if mb.st.real_strides()[outer] == 0)
+  per_iteration = sum(mb.dtype.itemsize * mb.st.real_size() for mb in loads if mb.st.real_strides()[outer] != 0) / n
+  if swept > target.l2_bytes and per_iteration > 0:
+    top = min(n - 1, int(target.l2_bytes // 2 // per_iteration))
+    any(try_opt(k, Opt(OptOps.BLOCK, outer, amt)) for amt in range(top, 1, -1) if n % amt == 0)
+
+
+def reuse_axes(k: Kernel, globals_: list[int]) -> list[int]:
+  """Up to two output axes to upcast, innermost first: along an axis that an input broadcasts (stride 0), the
+  upcast copies share that input's load. Each input picks its innermost such axis, so that different inputs are
+  reused (matmul: the rows reuse B's loads, the columns A's; conv: output channels reuse the image's loads,
+  output columns the weights')."""
+  picked: list[int] = []
+  for op in k.ast.lazyops():
+    if op.op is not BufferOps.LOAD:
+      continue
+    strides = op.arg.st.real_strides()
+    if (cands := [i for i in globals_ if strides[i] == 0 and i not in picked]):
+      picked.append(max(cands))
+  return sorted(picked, reverse=True)[:2]
+

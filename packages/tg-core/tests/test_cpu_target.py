@@ -1,0 +1,141 @@
+"""The CPU target (tg.renderer.cpu_target) and the register tile the CPU heuristics derive from it
+(tg.codegen.heuristics.cpu.register_tile): what CPU_TARGET accepts and refuses, and that a tile never needs more
+vector registers than the target has."""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
+
+from tg.codegen.heuristics.cpu import FMA_IN_FLIGHT, RegisterTile, register_tile
+from tg.renderer import cpu_target as ct
+from tg.renderer.cpu_target import LEVELS, CPUTarget
+from tg.settings import CPU_CACHES, CPU_TARGET, CPU_VECTOR_BYTES, SettingError
+
+
+def _target(vector_bytes: int, registers: int) -> CPUTarget:
+  return CPUTarget("test", "x86_64", "test", vector_bytes, registers, True, 32 << 10, 1 << 20, 8 << 20)
+
+
+@pytest.mark.parametrize("vector_bytes,registers,tile", [
+  (64, 32, RegisterTile(4, 4, 16)),  # AVX-512
+  (32, 16, RegisterTile(4, 2, 8)),   # AVX2: 8 x 2 would need 19 registers
+  (16, 32, RegisterTile(4, 4, 4)),   # NEON
+  (16, 16, RegisterTile(4, 2, 4)),   # SSE
+])
+def test_register_tile_per_isa(vector_bytes: int, registers: int, tile: RegisterTile) -> None:
+  assert register_tile(_target(vector_bytes, registers)) == tile
+
+
+def test_costly_rows_take_the_transposed_tile_on_a_tie() -> None:
+  """On 16 registers 4 x 2 and 2 x 4 issue as many FMAs per load; with a masked broadcast operand the fewer rows win."""
+  assert register_tile(_target(32, 16), costly_rows=True) == RegisterTile(2, 4, 8)
+  assert register_tile(_target(64, 32), costly_rows=True) == RegisterTile(4, 4, 16)  # no tie: the same tile
+
+
+@pytest.mark.parametrize("registers", [8, 12, 16, 24, 32, 64])
+@pytest.mark.parametrize("vector_bytes", [0, 16, 32, 64])
+def test_register_tile_never_spills(vector_bytes: int, registers: int) -> None:
+  tile = register_tile(_target(vector_bytes, registers))
+  assert tile.accumulators + tile.vectors + 1 <= registers, tile
+  assert tile.lanes == max(1, vector_bytes // 4)
+  if registers >= FMA_IN_FLIGHT + 3:  # room for enough accumulators to hide the FMA latency
+    assert tile.accumulators >= FMA_IN_FLIGHT, tile
+
+
+def _uncached(monkeypatch: pytest.MonkeyPatch, flags: list[str], arch: str = "x86_64", **settings: object) -> CPUTarget:
+  monkeypatch.setattr(ct, "_cpu_flags", lambda: flags)
+  monkeypatch.setattr(ct.platform, "machine", lambda: arch)
+  for s in (CPU_TARGET, CPU_VECTOR_BYTES, CPU_CACHES):
+    monkeypatch.setattr(s, "value", settings.get(s.name, s.default))
+  return ct.cpu_target.__wrapped__()  # type: ignore[attr-defined,no-any-return]
+
+
+AVX512_HOST = ["sse4_2", "popcnt", "avx", "avx2", "fma", "bmi2", "avx512f", "avx512bw", "avx512vl", "avx512dq"]
+
+
+def test_native_follows_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+  t = _uncached(monkeypatch, AVX512_HOST)
+  assert (t.isa, t.vector_bytes, t.vector_registers, t.fma, t.compiler_cpu) == ("avx512", 64, 32, True, None)
+  t = _uncached(monkeypatch, AVX512_HOST[:6])
+  assert (t.isa, t.vector_bytes, t.vector_registers, t.fma) == ("avx2", 32, 16, True)
+  t = _uncached(monkeypatch, ["sse4_2"])
+  assert (t.isa, t.vector_bytes, t.vector_registers) == ("sse", 16, 16)
+  t = _uncached(monkeypatch, ["fp", "asimd"], arch="aarch64")
+  assert (t.isa, t.vector_bytes, t.vector_registers, t.fma) == ("neon", 16, 32, True)
+
+
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_a_level_the_host_runs_sets_the_compilers_cpu(monkeypatch: pytest.MonkeyPatch, level: str) -> None:
+  t = _uncached(monkeypatch, AVX512_HOST, CPU_TARGET=level)
+  _, isa, vector_bytes, registers, fma = LEVELS[level]
+  assert (t.name, t.compiler_cpu, t.isa, t.vector_bytes, t.vector_registers, t.fma) == (level, level, isa, vector_bytes, registers, fma)
+
+
+def test_a_level_the_host_cant_run_is_refused_with_the_missing_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+  with pytest.raises(SettingError, match=r"CPU_TARGET=x86-64-v4 needs avx512f.*SIGILL"):
+    _uncached(monkeypatch, AVX512_HOST[:6], CPU_TARGET="x86-64-v4")
+  with pytest.raises(SettingError, match=r"x86-64 level; this machine is aarch64"):
+    _uncached(monkeypatch, ["asimd"], arch="aarch64", CPU_TARGET="x86-64-v3")
+  with pytest.raises(SettingError, match=r"CPU_TARGET must be one of native, x86-64-v2, x86-64-v3, x86-64-v4, got 'avx9'"):
+    _uncached(monkeypatch, AVX512_HOST, CPU_TARGET="avx9")
+
+
+def test_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+  t = _uncached(monkeypatch, AVX512_HOST, CPU_VECTOR_BYTES=16, CPU_CACHES="48K,2M,96M")
+  assert (t.vector_bytes, t.l1d_bytes, t.l2_bytes, t.l3_bytes) == (16, 48 << 10, 2 << 20, 96 << 20)
+  for bad in ("48K,2M", "a,b,c", "0,1M,2M"):
+    with pytest.raises(SettingError, match="CPU_CACHES must be three sizes"):
+      _uncached(monkeypatch, AVX512_HOST, CPU_CACHES=bad)
+
+
+def test_caches_without_sysfs_fall_back(monkeypatch: pytest.MonkeyPatch) -> None:
+  monkeypatch.setattr(ct.os, "listdir", lambda _: (_ for _ in ()).throw(OSError("no sysfs")))
+  assert ct._sysfs_caches() == ct.DEFAULT_CACHES
+
+
+def test_bad_cpu_target_in_the_environment_is_an_error_at_import() -> None:
+  """A misspelt CPU_TARGET stops the program at `import tg`, as any bad setting does: it never quietly leaves the CPU
+  devices unusable (and the program on the PYTHON interpreter)."""
+  code = "from tg import Tensor; print((Tensor([1.0, 2.0]) * 2).tolist())"
+  env = {**os.environ, "CPU_TARGET": "x86-64-v9"}
+  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+  assert out.returncode == 1 and "SettingError: CPU_TARGET must be one of native, x86-64-v2" in out.stderr, out.stderr[-2000:]
+  assert "[2.0, 4.0]" not in out.stdout
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or "avx2" not in ct._cpu_flags(), reason="needs an AVX2 x86-64 host")
+@pytest.mark.parametrize("device", ["CLANG", "LLVM"])
+def test_cpu_devices_build_for_the_level(device: str) -> None:
+  """CPU_TARGET=x86-64-v3 on any AVX2 host: the renderer has 32-byte vectors and the AVX2 tile, the compiler is asked
+  for the level (its cache key names it), and a matmul that packs and a conv come out as numpy's."""
+  pytest.importorskip(f"tg_{device.lower()}")
+  code = f"""
+import numpy as np
+import tg.lazy
+from tg import Device, Tensor
+tg.lazy.PACK_MIN_MACS = 0
+dev = Device["{device}"]
+r = dev.renderer
+assert (r.cpu_target.name, r.vector_bytes, r.matmul_panel, r.matmul_panel_rows) == ("x86-64-v3", 32, 8, 4), r.cpu_target
+asked = dev.compiler.flags() if "{device}" == "CLANG" else dev.compiler.cachekey  # clang's -march; LLVM's CPU in its key
+assert ("-march=x86-64-v3" in asked) if "{device}" == "CLANG" else ("x86-64-v3" in asked), asked
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal((96, 72)).astype(np.float32), rng.standard_normal((72, 80)).astype(np.float32)
+np.testing.assert_allclose((Tensor(a, device="{device}") @ Tensor(b, device="{device}")).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+x, w = rng.standard_normal((2, 3, 9, 9)).astype(np.float32), rng.standard_normal((32, 3, 3, 3)).astype(np.float32)
+y = Tensor(x, device="{device}").conv2d(Tensor(w, device="{device}"), padding=1).numpy()
+ref = np.zeros((2, 32, 9, 9), np.float32)
+xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+for i in range(3):
+  for j in range(3):
+    ref += np.einsum("bchw,oc->bohw", xp[:, :, i:i + 9, j:j + 9], w[:, :, i, j])
+np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+print("ok")
+"""
+  env = {**os.environ, "CPU_TARGET": "x86-64-v3"}
+  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
