@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 from tg.codegen.tensor_core import TensorCore
 from tg.codegen.uops import UOp
-from tg.renderer.cpu_target import CPUTarget
 from tg.dtype import DType, dtypes
 from tg.ops import UnaryOps
+from tg.renderer.cpu_target import CPUTarget
 from tg.shape.symbolic import Variable, sint, sym_infer
 
 
