@@ -307,10 +307,10 @@ class LazyBuffer:
     rows = renderer.matmul_panel_rows or p
     panel = [p, p] if not all(packable) else [p if owns[0] > owns[1] else rows, p if owns[1] > owns[0] else rows]
     out = []
-    for x, own, can, q in zip(srcs, owns, packable, panel):
-      size = self.shape[own] if own >= 0 else 0
+    for x, own_axis, can, q in zip(srcs, owns, packable, panel):
+      size = self.shape[own_axis] if own_axis >= 0 else 0
       packs = can and size % q == 0 and size >= 2 * q  # type: ignore[operator]
-      out.append(_panels(x, own, q) if packs else x)
+      out.append(_panels(x, own_axis, q) if packs else x)
     return None if out == list(srcs) else out[0].e(BinaryOps.MUL, out[1])
 
   def _split_reduce(self, op: ReduceOps, axis: tuple[int, ...]) -> LazyBuffer | None:
