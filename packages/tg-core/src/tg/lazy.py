@@ -304,7 +304,7 @@ class LazyBuffer:
     # the operand along the output's innermost own axis (B's columns) is the register tile's vector side, panels of p;
     # the other (A's rows) its broadcast rows, panels of matmul_panel_rows. An operand packed alone (a conv's weight:
     # the padded image isn't) is the vector side
-    rows = renderer.matmul_panel_rows or p
+    rows = (renderer.matmul_panel_rows if renderer is not None else 0) or p
     panel = [p, p] if not all(packable) else [p if owns[0] > owns[1] else rows, p if owns[1] > owns[0] else rows]
     out = []
     for x, own_axis, can, q in zip(srcs, owns, packable, panel):
