@@ -35,6 +35,14 @@ THREADS = int(os.environ.get("OMP_NUM_THREADS") or _AVAILABLE)
 os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
 # tg keeps compiled kernels in a disk cache; off by default here so "compile" times are real every run
 os.environ.setdefault("DISABLE_COMPILER_CACHE", "1")
+# CPU_TARGET=x86-64-v3 (or v2) builds tg's kernels for a lower ISA than the host's: numpy's and torch's libraries are
+# held to the same ISA (unless these are set already), so that the ratios are those of a machine of that level
+LIBRARY_ISA = {"x86-64-v3": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+                             "OPENBLAS_CORETYPE": "Haswell"},
+               "x86-64-v2": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+                             "OPENBLAS_CORETYPE": "Nehalem"}}
+for _var, _val in LIBRARY_ISA.get(os.environ.get("CPU_TARGET", ""), {}).items():
+  os.environ.setdefault(_var, _val)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -48,6 +56,28 @@ RATIO_LEGEND = "speed ratios are time(other) / time(tg): > 1 means tg is faster,
 
 
 # ---------- environment report ----------
+def _cpuinfo(key: str) -> str:
+  try:
+    with open("/proc/cpuinfo") as f:
+      return next((line.split(":", 1)[1].strip() for line in f if line.startswith(key)), "")
+  except OSError:
+    return ""
+
+
+def cpu_model() -> str:
+  """The CPU's model name (lscpu's), else what platform knows."""
+  return _cpuinfo("model name") or platform.processor() or platform.machine()
+
+
+def host_isa() -> str:
+  """The host's vector ISA and FMA, from /proc/cpuinfo's flags (x86) or the machine (aarch64: NEON)."""
+  flags = _cpuinfo("flags").split()
+  if not flags:
+    return "NEON" if platform.machine() in ("aarch64", "arm64") else "unknown"
+  isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "AVX" if "avx" in flags else "SSE"
+  return isa + (" + FMA" if "fma" in flags else "")
+
+
 
 def _blas_info() -> list[dict[str, Any]]:
   try:
@@ -104,7 +134,10 @@ def print_env(force: bool = False) -> None:
       pass
   print(f"tg device        : {dev}{extra}   (tg.Device.DEFAULT; choose with DEVICE=NAME)")
   print(f"versions         : python {platform.python_version()}, tg {tg.__version__}, numpy {np.__version__}, torch {torch.__version__}")
-  print(f"cpu              : {platform.processor() or platform.machine()}, {_AVAILABLE} cores available")
+  print(f"cpu              : {cpu_model()}, {_AVAILABLE} cores available; vector ISA: {host_isa()}")
+  if dev in ("CLANG", "LLVM"):
+    from tg.renderer.cpu_target import cpu_target
+    print(f"tg cpu target    : {cpu_target().describe()}   (CPU_TARGET=native|x86-64-v2|x86-64-v3|x86-64-v4)")
   print(f"load             : {load_note()}")
   npt = numpy_threads()
   print(f"threads          : OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, torch.set_num_threads({THREADS}) -> {torch.get_num_threads()}, "
@@ -117,7 +150,8 @@ def print_env(force: bool = False) -> None:
     keys = ("user_api", "internal_api", "version", "num_threads", "threading_layer", "architecture")
     desc = ", ".join(f"{k}={lib[k]}" for k in keys if lib.get(k) is not None)
     print(f"threadpoolctl    : {desc}, {os.path.basename(str(lib.get('filepath', '')))}")
-  for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+  for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA",
+              "MKL_ENABLE_INSTRUCTIONS"):
     if var in os.environ:
       print(f"env              : {var}={os.environ[var]}")
   if "OPENBLAS_CORETYPE" in os.environ or "OPENBLAS_L2_SIZE" in os.environ:

@@ -1,7 +1,8 @@
 """docs/capabilities.md, the capability table of tg.renderer.Renderer, can't drift from the code: every annotated
 attribute of Renderer is documented, every attribute the doc's tables name exists, and the table of in-tree
 renderers' values is what this file prints (regenerate it with `python packages/tg-core/tests/test_capability_doc.py`,
-which fixes CPU_VECTOR_BYTES=32 so the CPU renderers' host-dependent values are those of an AVX2 machine)."""
+which fixes CPU_TARGET=x86-64-v3 and CPU_CACHES so the CPU renderers' host-dependent values are those of an AVX2
+machine: it needs an x86-64 host with AVX2)."""
 from __future__ import annotations
 
 import importlib
@@ -16,6 +17,7 @@ import pytest
 
 from tg.dtype import DTYPES_DICT
 from tg.renderer import Renderer
+from tg.renderer.cpu_target import CPUTarget, _cpu_flags
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "capabilities.md"
 BEGIN, END = "<!-- values:begin -->", "<!-- values:end -->"
@@ -28,6 +30,8 @@ _DT_NAMES = {dt: name for name, dt in reversed(list(DTYPES_DICT.items()))}  # th
 
 
 def _fmt(v: object) -> str:
+  if isinstance(v, CPUTarget):
+    return f"{v.name}: {v.isa}, {v.vector_registers} x {v.vector_bytes} B"
   if isinstance(v, frozenset):
     return "{" + ", ".join(sorted(_DT_NAMES.get(x, getattr(x, "name", str(x))) for x in v)) + "}"
   if isinstance(v, tuple) and v and hasattr(v[0], "dims"):  # tensor cores, by name
@@ -93,7 +97,10 @@ def test_doc_groups_are_renderer_s_groups() -> None:
 def test_values_table_is_current() -> None:
   for _, mod, _ in RENDERERS:
     pytest.importorskip(mod.split(".")[0], reason=f"the values table needs every in-tree renderer ({mod})")
-  env = {**os.environ, "CPU_VECTOR_BYTES": "32"}
+  if "avx2" not in _cpu_flags():
+    pytest.skip("the values table is generated for x86-64-v3, which this CPU can't run")
+  env = {**os.environ, "CPU_TARGET": "x86-64-v3", "CPU_CACHES": "32K,512K,32M"}
+  env.pop("CPU_VECTOR_BYTES", None)
   out = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=120)
   assert out.returncode == 0, out.stderr
   doc = _doc()
