@@ -11,6 +11,8 @@
                            ld.lld-16, and the same HIP source run on the CPU), plus tg-amd's own (alias: amd)
   tests(backend='metal')   tg-core's tests on METAL in mock mode (every kernel's MSL type-checked by clang++ against a header of
                            Metal's types and builtins, and run on the CPU), plus tg-metal's own (alias: metal)
+  cpu_targets              tg-core's kernel tests on CLANG and LLVM built for each x86-64 level this host runs (CPU_TARGET=x86-64-v2,
+                           v3, v4): the tiles and vector widths of SSE, AVX2 and AVX-512 machines, checked for numbers on one machine
   opencl                   the out-of-tree example examples/plugins/tg-opencl (PoCL from PyPI), installed as a third party
                            would: its own tests and the conformance kit, from a temporary directory
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "types", "tests", "opencl"]
+nox.options.sessions = ["lint", "types", "tests", "cpu_targets", "opencl"]
 nox.options.reuse_existing_virtualenvs = False
 
 CORE = "packages/tg-core"
@@ -69,6 +71,24 @@ def _run_backend_tests(session: nox.Session, backend: str) -> None:
   session.chdir(tmp)
   session.run("python", "-c", "import tg.conformance as k; assert 'site-packages' in k.__file__, f'the kit runs from {k.__file__}'")
   session.run("pytest", "-p", "tg.testing", "--pyargs", "tg.conformance", f"--tg-device={device}", "-q", "-rs", env=env)
+
+
+# the device-generic tests whose kernels the CPU target changes (tiles, vectors, packing, reductions, the optimizer)
+TARGET_TESTS = ["test_ops.py", "test_matmul_packing.py", "test_kernel_opts.py", "test_vectorize.py", "test_cpu_target.py",
+                "reliability/test_sum_accuracy.py", "reliability/test_fuzz_kernel_opts.py"]
+
+
+@nox.session
+def cpu_targets(session: nox.Session) -> None:
+  session.install(*TEST_DEPS)
+  session.install(f"./{CORE}", f"./{TOY}", "./packages/tg-clang", "./packages/tg-llvm")
+  levels = session.run("python", "-c", "from tg.renderer.cpu_target import supported_levels as s; print(' '.join(s()))", silent=True)
+  if not isinstance(levels, str) or not levels.split():
+    session.skip("this host runs no x86-64 level (not x86-64): CPU_TARGET=native is what the backend sessions test")
+  tests = [f"{CORE}/tests/{t}" for t in TARGET_TESTS]
+  for level in levels.split():
+    for device in ("CLANG", "LLVM"):
+      session.run("pytest", *tests, f"--tg-device={device}", "-q", *session.posargs, env={"CPU_TARGET": level})
 
 
 @nox.session

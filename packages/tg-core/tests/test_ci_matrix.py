@@ -35,3 +35,15 @@ def test_seven_devices_each_with_its_package() -> None:
 def test_ci_run_installs_the_amd_toolchain() -> None:
   text = open(os.path.join(ROOT, ".ci", "run")).read()
   assert "clang-16" in text and "lld-16" in text
+
+
+def test_every_default_nox_session_runs_in_the_workflow() -> None:
+  """.ci/run runs nox's default sessions; the hosted workflow must run each of them too."""
+  nox_text = open(os.path.join(ROOT, "noxfile.py")).read()
+  m = re.search(r"nox\.options\.sessions = \[([^\]]*)\]", nox_text)
+  assert m is not None, "noxfile.py sets no default sessions"
+  defaults = [s.strip().strip('"') for s in m.group(1).split(",")]
+  workflow = open(os.path.join(ROOT, ".github", "workflows", "ci.yml")).read()
+  for name in defaults:
+    runs = "tests(backend=" if name == "tests" else name
+    assert runs in workflow, f"nox session {name} runs in .ci/run but not in .github/workflows/ci.yml"

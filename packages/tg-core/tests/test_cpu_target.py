@@ -84,6 +84,15 @@ def test_a_level_the_host_cant_run_is_refused_with_the_missing_flag(monkeypatch:
     _uncached(monkeypatch, AVX512_HOST, CPU_TARGET="avx9")
 
 
+def test_supported_levels_are_the_ones_whose_flags_the_host_has(monkeypatch: pytest.MonkeyPatch) -> None:
+  monkeypatch.setattr(ct.platform, "machine", lambda: "x86_64")
+  for flags, levels in ((AVX512_HOST, list(LEVELS)), (AVX512_HOST[:6], ["x86-64-v2", "x86-64-v3"]), (["sse4_2"], [])):
+    monkeypatch.setattr(ct, "_cpu_flags", lambda flags=flags: flags)
+    assert ct.supported_levels() == levels
+  monkeypatch.setattr(ct.platform, "machine", lambda: "aarch64")
+  assert ct.supported_levels() == []
+
+
 def test_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
   t = _uncached(monkeypatch, AVX512_HOST, CPU_VECTOR_BYTES=16, CPU_CACHES="48K,2M,96M")
   assert (t.vector_bytes, t.l1d_bytes, t.l2_bytes, t.l3_bytes) == (16, 48 << 10, 2 << 20, 96 << 20)

@@ -64,6 +64,14 @@ def _cpu_flags() -> list[str]:
     return []
 
 
+def supported_levels() -> list[str]:
+  """The x86-64 levels (CPU_TARGET values besides native) this host can run kernels of."""
+  flags = _cpu_flags()
+  if platform.machine() not in ("x86_64", "AMD64"):
+    return []
+  return [level for level, needed in LEVEL_FLAGS.items() if all(f in flags for f in needed)]
+
+
 def _size(text: str) -> int:
   """sysfs's and CPU_CACHES' sizes: 32K, 1024K, 32M, or bytes."""
   text = text.strip().upper().removesuffix("B")
@@ -128,8 +136,7 @@ def cpu_target() -> CPUTarget:
   elif name in LEVELS:
     if arch not in ("x86_64", "AMD64"):
       raise SettingError(f"CPU_TARGET={name} is an x86-64 level; this machine is {arch}: use CPU_TARGET=native")
-    missing = [f for f in LEVEL_FLAGS[name] if f not in flags]
-    if missing:
+    if missing := [f for f in LEVEL_FLAGS[name] if f not in flags]:
       raise SettingError(f"CPU_TARGET={name} needs {', '.join(missing)}, which this CPU lacks (its kernels would die of SIGILL): "
                          f"pick a lower level or native")
     _, isa, vector_bytes, registers, fma = LEVELS[name]
