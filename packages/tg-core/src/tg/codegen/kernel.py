@@ -29,7 +29,7 @@ from enum import Enum, auto
 from tg.codegen.devectorize import devectorize
 from tg.codegen.linearize import linearize
 from tg.codegen.loop_collapse import collapse_loops
-from tg.codegen.lowerer import GLOBAL, GROUP, LOCAL, REDUCE, TC, UNROLL, UPCAST, Lowerer, default_axis_kinds, full_shape, kernel_stores
+from tg.codegen.lowerer import GLOBAL, GROUP, LOCAL, REDUCE, TC, UNROLL, UPCAST, AxisKind, Lowerer, default_axis_kinds, full_shape, kernel_stores
 from tg.codegen.tensor_core import TensorCorePlan, operand_as
 from tg.codegen.transcendental import rewrite_transcendentals
 from tg.codegen.uops import UOp, UOps
@@ -90,7 +90,7 @@ class Kernel:
     if not (ast.op is BufferOps.STORE or (ast.op is MetaOps.SINK and ast.src and all(s.op is BufferOps.STORE for s in ast.src))):
       raise ValueError(f"a kernel AST is rooted at a STORE or at a SINK of STOREs, not {ast.op}")
     self.ast, self.renderer = ast, renderer
-    self.kinds: tuple[str, ...] = default_axis_kinds(ast)
+    self.kinds: tuple[AxisKind, ...] = default_axis_kinds(ast)
     self.applied_opts: list[Opt] = []
     self.tc: TensorCorePlan | None = None
 
@@ -114,7 +114,7 @@ class Kernel:
     return ret
 
   # ---------- optimizations ----------
-  def _split(self, axis: int, amt: int, new_kind: str, top: bool = False) -> None:
+  def _split(self, axis: int, amt: int, new_kind: AxisKind, top: bool = False) -> None:
     """Split `amt` off the end of `axis` (off its start if `top`) into a new axis of `new_kind`, placed right after it."""
     def split(st: ShapeTracker) -> ShapeTracker:
       s = st.shape[axis]

@@ -6,8 +6,11 @@ Each LOAD/CONST turns its ShapeTracker into an index and a validity expression o
 """
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from enum import Enum, IntEnum
+from typing import NamedTuple
 
 from tg.codegen.tensor_core import TensorCorePlan, operand_as
 from tg.codegen.uops import UOp, UOps
@@ -137,9 +140,48 @@ REDUCE_ALU: dict[Op, BinaryOps] = {ReduceOps.SUM: BinaryOps.ADD, ReduceOps.PROD:
 # 1 accumulator 0.9-1.2 ms, 4: 0.8-0.9 ms, 8: 0.55-0.8 ms)
 ACC_CHAINS = 8
 
-# The kind of each axis of a kernel's iteration space (see kernel.py for how optimizations set them); TC: the axes of
-# a tensor core's tile (M, N and K), which the warp's threads and their fragments cover (see Lowerer._tc_reduce)
-GLOBAL, REDUCE, UPCAST, UNROLL, LOCAL, GROUP, TC = "g", "r", "u", "n", "l", "G", "t"
+class AxisKind(str, Enum):
+  """How one axis of a kernel's iteration space is iterated (see kernel.py for how optimizations set them). A str
+  enum: each compares equal to its letter, as tinygrad's axis colors do."""
+  GLOBAL = "g"  # an output axis: a loop, or a hardware index (Renderer.global_ids)
+  REDUCE = "r"  # a reduced axis: a loop
+  UPCAST = "u"  # an output axis unrolled into copies (or a vector's lanes) of one thread
+  UNROLL = "n"  # a reduced axis unrolled into copies (or lanes) per loop iteration
+  LOCAL = "l"   # an output axis across the threads of a workgroup
+  GROUP = "G"   # a reduced axis across the threads of a workgroup, combined in local memory
+  TC = "t"      # an axis of a tensor core's tile (M, N or K), which the warp's threads and fragments cover (Lowerer._tc_reduce)
+
+  def __repr__(self) -> str:
+    return repr(self.value)
+
+  def __str__(self) -> str:
+    return self.value
+
+
+GLOBAL, REDUCE, UPCAST, UNROLL, LOCAL, GROUP, TC = AxisKind
+
+
+class LoopKind(IntEnum):
+  """What a loop (a RANGE) runs over."""
+  OUTPUT = 0  # an output axis, on renderers whose output axes are loops
+  REDUCE = 1  # a reduced axis; a reduction nested in another's input runs a copy of them of its own
+  GROUP = 2   # a group's partial results, combined by its first thread
+
+
+LOOPS_PER_KIND = 100  # a kernel has fewer axes of one kind than this
+
+
+class LoopId(NamedTuple):
+  """A RANGE's arg, as renderers read it (docs/uops.md): a number that orders the output loops and tells every loop
+  of a kernel apart, and whether it is a reduce loop. `LoopId.of` numbers them: kind, copy and axis in blocks of
+  LOOPS_PER_KIND, so no two loops of a kernel share a number, and an output loop's number is its axis."""
+  number: int
+  is_reduce: bool
+
+  @staticmethod
+  def of(kind: LoopKind, axis: int, copy: int = 0) -> LoopId:
+    assert 0 <= axis < LOOPS_PER_KIND and copy >= 0, f"loop {axis} (copy {copy}) of a kernel"
+    return LoopId((copy * len(LoopKind) + kind) * LOOPS_PER_KIND + axis, kind is not LoopKind.OUTPUT)
 
 
 def fold_dims(sizes: list[sint], max_dims: tuple[int, ...] | None, name: str) -> tuple[list[sint], list[Variable], list[Node], Node | None]:
@@ -239,7 +281,7 @@ def _cut_rounding_up(total: int, max_dims: tuple[int, ...]) -> list[int]:
   return dims
 
 
-def default_axis_kinds(ast: LazyOp) -> tuple[str, ...]:
+def default_axis_kinds(ast: LazyOp) -> tuple[AxisKind, ...]:
   reduceop = next((op for op in ast.lazyops() if isinstance(op.op, ReduceOps)), None)
   axes = set(reduceop.arg) if reduceop is not None else set()
   return tuple(REDUCE if i in axes else GLOBAL for i in range(len(full_shape(ast))))
@@ -256,7 +298,7 @@ class Lowerer:
   where the renderer has the vector type; the others gather or scatter lane by lane. Values that don't depend on
   the lane stay scalars, computed once, and are broadcast where they meet a vector."""
 
-  def __init__(self, ast: LazyOp, renderer: Renderer, axis_kinds: tuple[str, ...] | None = None, vector_axis: int | None = None,
+  def __init__(self, ast: LazyOp, renderer: Renderer, axis_kinds: tuple[AxisKind, ...] | None = None, vector_axis: int | None = None,
                tc: TensorCorePlan | None = None) -> None:
     self.ast, self.renderer = ast, renderer
     self.vector_axis, self.tc = vector_axis, tc
@@ -288,7 +330,7 @@ class Lowerer:
       self.buffers[mb.idx] = UOp(UOps.DEFINE_GLOBAL, dt.ptr(), (), mb.idx)
     return self.buffers[mb.idx]
 
-  def _combos(self, kind: str) -> list[dict[int, Node]]:
+  def _combos(self, kind: AxisKind) -> list[dict[int, Node]]:
     """Every assignment of constant indices to the axes of `kind` (the unrolled copies)."""
     axes = [i for i, k in enumerate(self.kinds) if k == kind and i != self.vector_axis]
     out: list[dict[int, Node]] = [{}]
@@ -360,11 +402,12 @@ class Lowerer:
         size = self.full_shape[i]
         self.global_size.append(size)
         var = self.idx[i] = Variable(f"__gidx{n}", 0, (size if isinstance(size, int) else size.max) - 1)
-        self.ctx[var] = UOp(UOps.RANGE, idt, (UOp.const(idt, 0), self._uop(size)), (n, False))
+        self.ctx[var] = UOp(UOps.RANGE, idt, (UOp.const(idt, 0), self._uop(size)), LoopId.of(LoopKind.OUTPUT, n))
     for i in axes[REDUCE]:
       size = self.full_shape[i]
       var = self.idx[i] = Variable(f"__ridx{len(self.reduce_ranges)}", 0, (size if isinstance(size, int) else size.max) - 1)
-      self.reduce_ranges.append(UOp(UOps.RANGE, idt, (UOp.const(idt, 0), self._uop(size)), (1000 + len(self.reduce_ranges), True)))
+      self.reduce_ranges.append(UOp(UOps.RANGE, idt, (UOp.const(idt, 0), self._uop(size)),
+                                    LoopId.of(LoopKind.REDUCE, len(self.reduce_ranges))))
       self.reduce_vars.append(var)
       self.ctx[var] = self.reduce_ranges[-1]
     stores: list[UOp] = []
@@ -433,24 +476,35 @@ class Lowerer:
       return []  # an unrolled copy that lands wholly in padding (PADTO) stores nothing
     return [UOp(UOps.STORE, None, (buf, self._uop(nidx), val) + (() if valid.op is UOps.CONST else (valid,)))]
 
+  @contextlib.contextmanager
+  def _reduce_loops(self, op: LazyOp) -> Iterator[list[UOp]]:
+    """The reduce loops `op` runs over, in effect while its input is lowered: the kernel's own, or for a reduction
+    nested in another's input a copy of them of its own, which the reduce axes' variables then stand for (the context
+    `self.ctx` maps variables to UOps; lowering under another context gives other UOps, and `_lower` caches by it)."""
+    if op not in self.nested:
+      yield self.reduce_ranges
+      return
+    copy = list(self.nested).index(op) + 1
+    ranges = [UOp(UOps.RANGE, r.dtype, r.src, LoopId.of(LoopKind.REDUCE, i, copy)) for i, r in enumerate(self.reduce_ranges)]
+    outer = self.ctx
+    self.ctx = {**outer, **dict(zip(self.reduce_vars, ranges))}
+    try:
+      yield ranges
+    finally:
+      self.ctx = outer
+
   def _reduce(self, op: LazyOp, idxs: list[Node]) -> UOp:
     """This thread's reduction: over the reduce loops, with the unrolled elements combined in each iteration.
 
     A reduction inside another's input (softmax's max inside its sum of exps, a mean inside a variance) runs first,
     over loops of its own: the reduce axes' indices point at those loops while its input is lowered."""
     alu = REDUCE_ALU[op.op]
-    ranges, saved = self.reduce_ranges, self.ctx
-    if op in self.nested:
-      self.ctx = dict(saved)
-      n = list(self.nested).index(op) + 1
-      ranges = [UOp(UOps.RANGE, r.dtype, r.src, (r.arg[0] + 100 * n, True)) for r in self.reduce_ranges]
-      self.ctx.update({v: rng for v, rng in zip(self.reduce_vars, ranges)})
     vals = []
-    for unroll in self._combos(UNROLL):  # reduce and group axes take their indices, unrolled axes each of their values
-      ridxs = [self.idx[i] if k in (REDUCE, GROUP) or i == self.vector_axis else unroll[i] if k == UNROLL else idxs[i]
-               for i, k in enumerate(self.kinds)]
-      vals.append(self._lower(op.src[0], ridxs))
-    self.ctx = saved
+    with self._reduce_loops(op) as ranges:
+      for unroll in self._combos(UNROLL):  # reduce and group axes take their indices, unrolled axes each of their values
+        ridxs = [self.idx[i] if k in (REDUCE, GROUP) or i == self.vector_axis else unroll[i] if k == UNROLL else idxs[i]
+                 for i, k in enumerate(self.kinds)]
+        vals.append(self._lower(op.src[0], ridxs))
     across = self.vector_axis is not None and self.kinds[self.vector_axis] == UNROLL
     # the unrolled copies go round-robin into up to ACC_CHAINS // outputs accumulators, combined after the loops
     outputs = prod(s for i, (s, k) in enumerate(zip(self.full_shape, self.kinds)) if k == UPCAST and i != self.vector_axis)
@@ -499,7 +553,7 @@ class Lowerer:
     # the linearizer folds the sum into the WMMA's accumulator operand: acc = WMMA(a, b, acc)
     return UOp(UOps.REDUCE, acc_dt, (wmma, *self.reduce_ranges), BinaryOps.ADD) if self.reduce_ranges else wmma
 
-  def _axes_lin(self, kinds: tuple[str, ...]) -> Node:
+  def _axes_lin(self, kinds: tuple[AxisKind, ...]) -> Node:
     """The row-major linear index of the axes of `kinds`."""
     lin: Node = NumNode(0)
     for i, k in enumerate(self.kinds):
@@ -540,7 +594,7 @@ class Lowerer:
     local, barrier, n = self.group_partials[key]
     c = next(c for c, upcast in enumerate(upcasts) if all(idxs[i] == v for i, v in upcast.items()))
     # sum the run of partials of this thread's LOCAL position
-    r = UOp(UOps.RANGE, self.idt, (UOp.const(self.idt, 0), UOp.const(self.idt, group)), (2000 + n, True))
+    r = UOp(UOps.RANGE, self.idt, (UOp.const(self.idt, 0), UOp.const(self.idt, group)), LoopId.of(LoopKind.GROUP, n))
     base = self._uop((self._axes_lin((LOCAL,)) * group) + c * threads)
     ld = UOp(UOps.LOAD, dt, (local, base + r, barrier))
     return UOp(UOps.REDUCE, dt, (ld, r), alu)
