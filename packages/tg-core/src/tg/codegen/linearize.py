@@ -56,114 +56,145 @@ def _chain(x: UOp, op: object, users: Counter[UOp], done: set[UOp]) -> tuple[lis
   return terms, links
 
 
-def linearize(sink: UOp, fuse_mulacc: bool = False, buffers: Iterable[UOp] = ()) -> list[UOp]:
-  """`fuse_mulacc`: a sum of products accumulates as acc = MULACC(a, b, acc) (Renderer.fused_mulacc). `buffers`: every
-  buffer's DEFINE_GLOBAL, emitted even where folding left a buffer unread (a where on a constant condition): the kernel's
-  arguments are the schedule item's buffers by position, so none may go missing from its signature."""
-  program: list[UOp] = []
-  done: set[UOp] = set()
-  uses_range: dict[UOp, frozenset[UOp]] = {}
-  graph = sink.toposort()
-  reduces = [x for x in graph if x.op is UOps.REDUCE]
-  users = Counter(s for x in graph for s in x.src)
+class Linearizer:
+  """The state of one linearization: the program so far, what is emitted (`done`), the loops each uop needs."""
 
-  def ranges_of(u: UOp) -> frozenset[UOp]:
+  def __init__(self, sink: UOp, fuse_mulacc: bool) -> None:
+    self.sink, self.fuse_mulacc = sink, fuse_mulacc
+    self.program: list[UOp] = []
+    self.done: set[UOp] = set()
+    self._ranges: dict[UOp, frozenset[UOp]] = {}
+    self.graph = sink.toposort()
+    self.reduces = [x for x in self.graph if x.op is UOps.REDUCE]
+    self.users = Counter(s for x in self.graph for s in x.src)
+
+  def ranges_of(self, u: UOp) -> frozenset[UOp]:
     """The loops `u` depends on (a REDUCE doesn't depend on the loops it reduces over)."""
-    if (r := uses_range.get(u)) is not None:
+    if (r := self._ranges.get(u)) is not None:
       return r
-    r = frozenset().union(*(ranges_of(s) for s in u.src)) if u.src else frozenset()
+    r = frozenset().union(*(self.ranges_of(s) for s in u.src)) if u.src else frozenset()
     if u.op is UOps.RANGE:
       r = r | {u}
     if u.op is UOps.REDUCE:
       r = r - set(u.src[1:])
-    uses_range[u] = r
+    self._ranges[u] = r
     return r
 
-  def emit(u: UOp) -> None:
-    program.append(u)
-    done.add(u)
+  def emit(self, u: UOp) -> None:
+    self.program.append(u)
+    self.done.add(u)
 
-  def visit_reduces(loops: tuple[UOp, ...]) -> None:
-    # every REDUCE over the same loops shares them: one loop nest updates all the accumulators, and the
-    # loads they have in common are done once per iteration (this is what makes UPCAST pay)
-    group = [r for r in reduces if r.src[1:] == loops and r not in done]
+  def visit(self, u: UOp) -> None:
+    """Emit `u` after its sources; a REDUCE emits the loop nest it shares with the reduces over the same loops."""
+    if u in self.done:
+      return
+    if u.op is UOps.REDUCE:
+      self.visit_reduces(u.src[1:])
+      return
+    for s in u.src:
+      self.visit(s)
+    self.emit(u)
+
+  # ---------- reduce loops ----------
+  def visit_reduces(self, loops: tuple[UOp, ...]) -> None:
+    """Every REDUCE over the same loops shares them: one loop nest updates all the accumulators, and the loads they
+    have in common are done once per iteration (this is what makes UPCAST pay)."""
+    group = [r for r in self.reduces if r.src[1:] == loops and r not in self.done]
     for r in group:  # hoist what needs no loop that isn't open yet (these, or another reduce's still to come)
       for x in r.src[0].toposort():
-        if x not in done and x.op is not UOps.RANGE and ranges_of(x) <= done:
-          visit(x)
-    accs = []
-    for r in group:
-      init = _identity(r.arg, r)
-      visit(init)
-      acc = UOp(UOps.DEFINE_ACC, r.dtype, (init,), r)
-      emit(acc)
-      accs.append(acc)
+        if x not in self.done and x.op is not UOps.RANGE and self.ranges_of(x) <= self.done:
+          self.visit(x)
+    accs = [self.define_acc(r) for r in group]
     for lp in loops:
-      visit(lp)
-    # the value a reduce adds in each iteration is often a chain of the same op (the lowerer combines unrolled
-    # elements so): it goes into the accumulator term by term, acc = ((acc + t0) + t1) + ..., so that each product
-    # term is one fused multiply-add and the terms need no sum of their own first. Only a link nothing else uses is
-    # split up; it and a product folded into a MULACC are done, so nothing emits them again later
-    chains = {r: ([r.src[0]], []) if _accumulating_wmma(r) else _chain(r.src[0], r.arg, users, done) for r in group}
-    terms = {r: ts for r, (ts, _) in chains.items()}
-    fused = {t for r, ts in terms.items() if fuse_mulacc and r.arg is BinaryOps.ADD for t in ts if _product(t) is not None and users[t] == 1}
-    done.update(fused, *(links for _, links in chains.values()))
+      self.visit(lp)
+    terms, fused = self.split_terms(group)
     for r in group:
       for t in terms[r]:
         for x in (t.src[:2] if _accumulating_wmma(r) or t in fused else (t,)):
-          visit(x)
+          self.visit(x)
     for r, acc in zip(group, accs):
-      update = acc
-      for t in terms[r]:
-        if _accumulating_wmma(r):  # a sum of WMMAs accumulates in the WMMA itself: acc = A @ B + acc
-          update = UOp(UOps.WMMA, r.dtype, (*t.src[:2], update), t.arg)
-        elif t in fused:
-          update = UOp(UOps.ALU, r.dtype, (*t.src, update), TernaryOps.MULACC)
-        else:
-          update = UOp(UOps.ALU, r.dtype, (update, t), r.arg)
-        emit(update)
-      emit(UOp(UOps.ASSIGN, r.dtype, (acc, update)))
+      self.emit_update(r, acc, terms[r], fused)
     for lp in reversed(loops):
-      emit(UOp(UOps.ENDRANGE, None, (lp,)))
-    done.update(group)  # after the loops, a REDUCE's value is its accumulator
+      self.emit(UOp(UOps.ENDRANGE, None, (lp,)))
+    self.done.update(group)  # after the loops, a REDUCE's value is its accumulator
 
-  def visit(u: UOp) -> None:
-    if u in done:
-      return
-    if u.op is UOps.REDUCE:
-      visit_reduces(u.src[1:])
-      return
-    for s in u.src:
-      visit(s)
-    emit(u)
+  def define_acc(self, r: UOp) -> UOp:
+    """The accumulator of reduce `r`, defined (with its identity) before the loops."""
+    init = _identity(r.arg, r)
+    self.visit(init)
+    acc = UOp(UOps.DEFINE_ACC, r.dtype, (init,), r)
+    self.emit(acc)
+    return acc
 
-  outer = sorted({x for x in graph if x.op is UOps.RANGE and not x.arg[1]}, key=lambda x: x.arg[0])
-  for u in sorted({x for x in graph if x.op is UOps.DEFINE_GLOBAL} | set(buffers), key=lambda x: x.arg):
-    emit(u)  # kernel arguments first: buffers in order, then symbolic sizes by name
-  for u in sorted((x for x in graph if x.op is UOps.DEFINE_VAR), key=lambda x: x.arg.expr):
-    emit(u)
-  for r in outer:
-    visit(r)
+  def split_terms(self, group: list[UOp]) -> tuple[dict[UOp, list[UOp]], set[UOp]]:
+    """The terms each reduce adds per iteration, and the products among them that become fused multiply-adds.
+
+    The value a reduce adds in each iteration is often a chain of the same op (the lowerer combines unrolled elements
+    so): it goes into the accumulator term by term, acc = ((acc + t0) + t1) + ..., so that each product term is one
+    fused multiply-add and the terms need no sum of their own first. Only a link nothing else uses is split up; it
+    and a product folded into a MULACC are marked done, so nothing emits them again later."""
+    chains = {r: ([r.src[0]], []) if _accumulating_wmma(r) else _chain(r.src[0], r.arg, self.users, self.done) for r in group}
+    terms = {r: ts for r, (ts, _) in chains.items()}
+    fused = {t for r, ts in terms.items() if self.fuse_mulacc and r.arg is BinaryOps.ADD for t in ts
+             if _product(t) is not None and self.users[t] == 1}
+    self.done.update(fused, *(links for _, links in chains.values()))
+    return terms, fused
+
+  def emit_update(self, r: UOp, acc: UOp, terms: list[UOp], fused: set[UOp]) -> None:
+    """acc = acc (op) t for each term t of reduce `r`, then the ASSIGN that closes the iteration."""
+    update = acc
+    for t in terms:
+      if _accumulating_wmma(r):  # a sum of WMMAs accumulates in the WMMA itself: acc = A @ B + acc
+        update = UOp(UOps.WMMA, r.dtype, (*t.src[:2], update), t.arg)
+      elif t in fused:
+        update = UOp(UOps.ALU, r.dtype, (*t.src, update), TernaryOps.MULACC)
+      else:
+        update = UOp(UOps.ALU, r.dtype, (update, t), r.arg)
+      self.emit(update)
+    self.emit(UOp(UOps.ASSIGN, r.dtype, (acc, update)))
+
+  # ---------- the kernel ----------
+  def emit_arguments(self, buffers: Iterable[UOp]) -> None:
+    """Kernel arguments first: buffers in order, then symbolic sizes by name."""
+    for u in sorted({x for x in self.graph if x.op is UOps.DEFINE_GLOBAL} | set(buffers), key=lambda x: x.arg):
+      self.emit(u)
+    for u in sorted((x for x in self.graph if x.op is UOps.DEFINE_VAR), key=lambda x: x.arg.expr):
+      self.emit(u)
+
+  def emit_blocks(self, blocks: dict[UOp, list[UOp]], outer: list[UOp]) -> None:
+    """Each IF block with its stores: the IF's sources first, what several blocks need before the first of them."""
+    for b in blocks:
+      assert self.ranges_of(b) <= set(outer), "an IF block can't open inside a reduce loop"
+      for x in (*b.src[1:], b.src[0]):  # the barriers in order, then the condition, right before the block
+        self.visit(x)
+    if len(blocks) > 1:  # what several blocks need comes first (a loop's body is emitted with its REDUCE, not alone)
+      needs = Counter(x for sts in blocks.values() for x in set().union(*(st.toposort() for st in sts)))
+      for x in self.graph:
+        if needs[x] > 1 and x.op is not UOps.RANGE and self.ranges_of(x) <= self.done:
+          self.visit(x)
+    for b, sts in blocks.items():
+      self.emit(b)
+      for st in sts:
+        self.visit(st)
+      self.emit(UOp(UOps.ENDIF, None, (b,)))
+
+
+def linearize(sink: UOp, fuse_mulacc: bool = False, buffers: Iterable[UOp] = ()) -> list[UOp]:
+  """`fuse_mulacc`: a sum of products accumulates as acc = MULACC(a, b, acc) (Renderer.fused_mulacc). `buffers`: every
+  buffer's DEFINE_GLOBAL, emitted even where folding left a buffer unread (a where on a constant condition): the kernel's
+  arguments are the schedule item's buffers by position, so none may go missing from its signature."""
+  lin = Linearizer(sink, fuse_mulacc)
+  lin.emit_arguments(buffers)
+  outer = sorted({x for x in lin.graph if x.op is UOps.RANGE and not x.arg[1]}, key=lambda x: x.arg[0])
+  for r in outer:  # the output loops enclose everything
+    lin.visit(r)
   blocks: dict[UOp, list[UOp]] = {}  # IF -> the stores in its block
   for st in sink.src:
     if st.src[-1].op is UOps.IF:
       blocks.setdefault(st.src[-1], []).append(st)
     else:
-      visit(st)
-  for b in blocks:
-    assert ranges_of(b) <= set(outer), "an IF block can't open inside a reduce loop"
-    for x in (*b.src[1:], b.src[0]):  # the barriers in order, then the condition, right before the block
-      visit(x)
-  if len(blocks) > 1:  # what several blocks need comes first (a loop's body is emitted with its REDUCE, not alone)
-    needs = Counter(x for sts in blocks.values() for x in set().union(*(st.toposort() for st in sts)))
-    for x in graph:
-      if needs[x] > 1 and x.op is not UOps.RANGE and ranges_of(x) <= done:
-        visit(x)
-  for b, sts in blocks.items():
-    emit(b)
-    for st in sts:
-      visit(st)
-    emit(UOp(UOps.ENDIF, None, (b,)))
+      lin.visit(st)
+  lin.emit_blocks(blocks, outer)
   for r in reversed(outer):
-    emit(UOp(UOps.ENDRANGE, None, (r,)))
-  return program
+    lin.emit(UOp(UOps.ENDRANGE, None, (r,)))
+  return lin.program
