@@ -6,7 +6,7 @@ microarchitecture levels `x86-64-v2` (SSE4.2), `x86-64-v3` (AVX2 + FMA) and `x86
 that level instead, so one machine can build and check what another runs (`CPU_TARGET=x86-64-v3` on an AVX-512
 machine gives the kernels an AVX2 laptop gets: the same tiles, 16 registers of 8 floats). A level the host can't run
 is refused with the flag it lacks, as its kernels would die of SIGILL. The compilers read `CPUTarget.compiler_cpu`
-(a C compiler's -march, an LLVM target CPU); the heuristics (tg.codegen.heuristics) read the rest. `CPU_VECTOR_BYTES` and
+(a C compiler's -march, a code generator's target CPU); the heuristics (tg.codegen.heuristics) read the rest. `CPU_VECTOR_BYTES` and
 `CPU_CACHES` override single fields, whatever the target.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ class CPUTarget:
 
   @property
   def compiler_cpu(self) -> str | None:
-    """The CPU name for the compilers (a C compiler's -march=, an LLVM target CPU), None for the host's own."""
+    """The CPU name for the compilers (a C compiler's -march=, a code generator's target CPU), None for the host's own."""
     return None if self.name == "native" else self.name
 
   def describe(self) -> str:

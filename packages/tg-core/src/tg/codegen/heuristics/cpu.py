@@ -62,7 +62,7 @@ def register_tile(target: CPUTarget, costly_rows: bool = False) -> RegisterTile:
       NEON, 32 registers of 4 floats:     4 rows x 4 vectors, 21 registers, 16 FMAs per 8 loads
       SSE, 16 registers of 4 floats:      4 rows x 2 vectors, 11 registers
 
-  Measured with the C backend, 1024 matmul on one thread of an AMD EPYC (Zen 4) with `CPU_TARGET=x86-64-v3` (AVX2 code): the
+  Measured with the C backend, 1024 matmul on one thread of a Zen 4 EPYC with `CPU_TARGET=x86-64-v3` (AVX2 code): the
   old 8 x 2 tile (8 rows, 16 columns: 19 registers) 54-59 GFLOP/s, 8 x 1 80, 4 x 2 93-95; natively (AVX-512):
   16 x 1 104, 8 x 2 and 4 x 4 106. bench/'s 3x3 conv (x86-64-v3, one thread): 2 columns x 4 vectors 81-83,
   4 x 4 76-80, 4 x 2 69-75."""
