@@ -135,9 +135,12 @@ def print_env(force: bool = False) -> None:
   print(f"tg device        : {dev}{extra}   (tg.Device.DEFAULT; choose with DEVICE=NAME)")
   print(f"versions         : python {platform.python_version()}, tg {tg.__version__}, numpy {np.__version__}, torch {torch.__version__}")
   print(f"cpu              : {cpu_model()}, {_AVAILABLE} cores available; vector ISA: {host_isa()}")
-  if dev in ("CLANG", "LLVM"):
+  try:
     from tg.renderer.cpu_target import cpu_target
-    print(f"tg cpu target    : {cpu_target().describe()}   (CPU_TARGET=native|x86-64-v2|x86-64-v3|x86-64-v4)")
+    if getattr(Device[dev].renderer, "cpu_target", None) is not None:
+      print(f"tg cpu target    : {cpu_target().describe()}   (CPU_TARGET=native|x86-64-v2|x86-64-v3|x86-64-v4)")
+  except ImportError:  # a tg older than the CPU target (comparing against an earlier commit)
+    pass
   print(f"load             : {load_note()}")
   npt = numpy_threads()
   print(f"threads          : OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, torch.set_num_threads({THREADS}) -> {torch.get_num_threads()}, "

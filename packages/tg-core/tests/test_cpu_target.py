@@ -8,6 +8,7 @@ import platform
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tg.codegen.heuristics.cpu import FMA_IN_FLIGHT, RegisterTile, register_tile
@@ -148,3 +149,60 @@ print("ok")
   env = {**os.environ, "CPU_TARGET": "x86-64-v3"}
   out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
   assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
+def _cpu_kernel(out: object) -> object:
+  from tg import Device
+  from tg.codegen.kernel import Kernel
+  from tg.engine.schedule import create_schedule
+  renderer = Device[Device.DEFAULT].renderer
+  if renderer.global_ids or renderer.vector_width(__import__("tg").dtypes.float32) < 4:
+    pytest.skip(f"{Device.DEFAULT} gets the workgroup heuristics or has no float vectors")
+  si = [si for si in create_schedule([out.lazydata]) if si.ast.op.name in ("STORE", "SINK")][-1]  # type: ignore[attr-defined]
+  return Kernel(si.ast, renderer).hand_coded_optimizations()
+
+
+def _vector_loads_are_contiguous(k: object) -> bool:
+  """Every input of the reduction that moves along the vector axis is read contiguously along it (no lane-by-lane gather)."""
+  from tg.codegen.lowerer import REDUCE
+  from tg.ops import BufferOps
+  vec = k.vector_axis()  # type: ignore[attr-defined]
+  if vec is None:
+    return True
+  reduce_axes = [i for i, kind in enumerate(k.kinds) if kind == REDUCE]  # type: ignore[attr-defined]
+  for op in k.ast.lazyops():  # type: ignore[attr-defined]
+    if op.op is BufferOps.LOAD:
+      strides = op.arg.st.real_strides()
+      if strides[vec] not in (0, 1) and any(strides[r] != 0 for r in reduce_axes):
+        return False
+  return True
+
+
+def test_a_bias_does_not_change_a_matmuls_tile() -> None:
+  """x @ W.T + b (a Linear layer): W.T is strided along the output columns, the bias is contiguous along them. The
+  bias must not pass for the matmul operand's contiguity: the vector tile would then gather W element by element into
+  4 x 16 accumulators (the MLP step's 256 x 512 x 512 layer took 31 ms instead of 2). With or without the bias, the
+  kernel gets the same opts."""
+  from tg import Tensor
+  rng = np.random.default_rng(0)
+  x, w, b = (Tensor(rng.standard_normal(s).astype(np.float32)).realize() for s in ((64, 96), (128, 96), (128,)))
+  with_bias, without = _cpu_kernel(x @ w.T + b), _cpu_kernel(x @ w.T)
+  assert with_bias.applied_opts == without.applied_opts  # type: ignore[attr-defined]
+  np.testing.assert_allclose((x @ w.T + b).numpy(), x.numpy() @ w.numpy().T + b.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_a_matmul_whose_columns_take_one_vector_gets_more_rows() -> None:
+  """784 columns hold 49 vectors of 16 (or 98 of 8): no second vector divides them, so the tile takes the rows the
+  registers hold for one vector (at least FMA_IN_FLIGHT accumulators), not the 4 of the 4 x 4 tile."""
+  from tg import Tensor
+  from tg.codegen.heuristics.cpu import max_rows, renderer_target
+  from tg.codegen.kernel import OptOps
+  rng = np.random.default_rng(0)
+  a, g = (Tensor(rng.standard_normal(s).astype(np.float32)).realize() for s in ((64, 784), (64, 256)))
+  k = _cpu_kernel(g.T @ a)  # (256, 784): a weight gradient's shape
+  target = renderer_target(k.renderer)  # type: ignore[attr-defined]
+  upcasts = sorted(o.amt for o in k.applied_opts if o.op is OptOps.UPCAST)  # type: ignore[attr-defined]
+  lanes = register_tile(target).lanes
+  assert lanes in upcasts and max_rows(target, 1) in upcasts, k.applied_opts  # type: ignore[attr-defined]
+  assert _vector_loads_are_contiguous(k)
+  np.testing.assert_allclose((g.T @ a).numpy(), g.numpy().T @ a.numpy(), rtol=1e-3, atol=1e-3)
