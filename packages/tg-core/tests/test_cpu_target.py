@@ -206,3 +206,33 @@ def test_a_matmul_whose_columns_take_one_vector_gets_more_rows() -> None:
   assert lanes in upcasts and max_rows(target, 1) in upcasts, k.applied_opts  # type: ignore[attr-defined]
   assert _vector_loads_are_contiguous(k)
   np.testing.assert_allclose((g.T @ a).numpy(), g.numpy().T @ a.numpy(), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("shape", [((64, 96), (128, 96)), ((2, 3, 40, 64), (2, 3, 48, 64))])
+def test_x_times_w_transposed_is_vectorized_along_the_reduction(shape: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+  """x @ W.T (a Linear layer) and q @ k.T: both operands are contiguous along the reduction and neither along an output
+  axis, so the vectors run along the reduction (an UNROLL by a vector's lanes) with the dot tile's outputs, and no
+  operand is gathered."""
+  from tg import Tensor
+  from tg.codegen.heuristics.cpu import dot_tile, renderer_target
+  from tg.codegen.kernel import OptOps
+  from tg.codegen.lowerer import UNROLL
+  rng = np.random.default_rng(0)
+  a_np, b_np = (rng.standard_normal(s).astype(np.float32) for s in shape)
+  a, b = Tensor(a_np).realize(), Tensor(b_np).realize()
+  k = _cpu_kernel(a @ b.transpose(-1, -2))
+  target = renderer_target(k.renderer)  # type: ignore[attr-defined]
+  lanes = register_tile(target).lanes
+  vec = k.vector_axis()  # type: ignore[attr-defined]
+  assert vec is not None and k.kinds[vec] == UNROLL and k.full_shape[vec] == lanes, k.applied_opts  # type: ignore[attr-defined]
+  rows, cols = dot_tile(target)
+  assert sorted(o.amt for o in k.applied_opts if o.op is OptOps.UPCAST) == sorted([rows, cols]), k.applied_opts  # type: ignore[attr-defined]
+  assert _vector_loads_are_contiguous(k)
+  np.testing.assert_allclose((a @ b.transpose(-1, -2)).numpy(), a_np @ np.swapaxes(b_np, -1, -2), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("registers,tile", [(32, (4, 4)), (16, (4, 2)), (8, (2, 2))])
+def test_dot_tile_fits_the_registers(registers: int, tile: tuple[int, int]) -> None:
+  from tg.codegen.heuristics.cpu import dot_tile
+  rows, cols = dot_tile(_target(32, registers))
+  assert (rows, cols) == tile and rows * cols + rows + cols <= registers
