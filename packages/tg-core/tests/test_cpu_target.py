@@ -18,7 +18,7 @@ from tg.settings import CPU_CACHES, CPU_TARGET, CPU_VECTOR_BYTES, SettingError
 
 
 def _target(vector_bytes: int, registers: int) -> CPUTarget:
-  return CPUTarget("test", "x86_64", "test", vector_bytes, registers, True, 32 << 10, 1 << 20, 8 << 20)
+  return CPUTarget("test", "x86_64", "test", vector_bytes, registers, True, True, 32 << 10, 1 << 20, 8 << 20)
 
 
 @pytest.mark.parametrize("vector_bytes,registers,tile", [
@@ -55,7 +55,7 @@ def _uncached(monkeypatch: pytest.MonkeyPatch, flags: list[str], arch: str = "x8
   return ct.cpu_target.__wrapped__()  # type: ignore[attr-defined,no-any-return]
 
 
-AVX512_HOST = ["sse4_2", "popcnt", "avx", "avx2", "fma", "bmi2", "avx512f", "avx512bw", "avx512vl", "avx512dq"]
+AVX512_HOST = ["sse4_2", "popcnt", "avx", "avx2", "fma", "bmi2", "avx512f", "avx512bw", "avx512vl", "avx512dq", "f16c"]
 
 
 def test_native_follows_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,7 +64,8 @@ def test_native_follows_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
   t = _uncached(monkeypatch, AVX512_HOST[:6])
   assert (t.isa, t.vector_bytes, t.vector_registers, t.fma) == ("avx2", 32, 16, True)
   t = _uncached(monkeypatch, ["sse4_2"])
-  assert (t.isa, t.vector_bytes, t.vector_registers) == ("sse", 16, 16)
+  assert (t.isa, t.vector_bytes, t.vector_registers, t.half_hardware) == ("sse", 16, 16, False)
+  assert _uncached(monkeypatch, AVX512_HOST).half_hardware
   t = _uncached(monkeypatch, ["fp", "asimd"], arch="aarch64")
   assert (t.isa, t.vector_bytes, t.vector_registers, t.fma) == ("neon", 16, 32, True)
 
@@ -74,6 +75,7 @@ def test_a_level_the_host_runs_sets_the_compilers_cpu(monkeypatch: pytest.Monkey
   t = _uncached(monkeypatch, AVX512_HOST, CPU_TARGET=level)
   _, isa, vector_bytes, registers, fma = LEVELS[level]
   assert (t.name, t.compiler_cpu, t.isa, t.vector_bytes, t.vector_registers, t.fma) == (level, level, isa, vector_bytes, registers, fma)
+  assert t.half_hardware == (level != "x86-64-v2")  # F16C comes with x86-64-v3
 
 
 def test_a_level_the_host_cant_run_is_refused_with_the_missing_flag(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -191,9 +193,10 @@ def test_a_bias_does_not_change_a_matmuls_tile() -> None:
   np.testing.assert_allclose((x @ w.T + b).numpy(), x.numpy() @ w.numpy().T + b.numpy(), rtol=1e-4, atol=1e-4)
 
 
-def test_a_matmul_whose_columns_take_one_vector_gets_more_rows() -> None:
-  """784 columns hold 49 vectors of 16 (or 98 of 8): no second vector divides them, so the tile takes the rows the
-  registers hold for one vector (at least FMA_IN_FLIGHT accumulators), not the 4 of the 4 x 4 tile."""
+def test_a_matmul_whose_columns_take_fewer_vectors_gets_more_rows() -> None:
+  """784 columns hold 49 vectors of 16 (98 of 8, 196 of 4): where the tile's vectors don't divide them, the tile takes
+  the vectors that do and as many rows as the registers hold for those (at least FMA_IN_FLIGHT accumulators), not
+  the tile's own rows."""
   from tg import Tensor
   from tg.codegen.heuristics.cpu import max_rows, renderer_target
   from tg.codegen.kernel import OptOps
@@ -201,9 +204,11 @@ def test_a_matmul_whose_columns_take_one_vector_gets_more_rows() -> None:
   a, g = (Tensor(rng.standard_normal(s).astype(np.float32)).realize() for s in ((64, 784), (64, 256)))
   k = _cpu_kernel(g.T @ a)  # (256, 784): a weight gradient's shape
   target = renderer_target(k.renderer)  # type: ignore[attr-defined]
+  tile = register_tile(target)
+  vectors = next(v for v in (tile.vectors, tile.vectors // 2, tile.vectors // 4, 1) if v >= 1 and (784 // tile.lanes) % v == 0)
   upcasts = sorted(o.amt for o in k.applied_opts if o.op is OptOps.UPCAST)  # type: ignore[attr-defined]
-  lanes = register_tile(target).lanes
-  assert lanes in upcasts and max_rows(target, 1) in upcasts, k.applied_opts  # type: ignore[attr-defined]
+  assert upcasts == sorted([tile.lanes, max_rows(target, vectors)] + ([vectors] if vectors > 1 else [])), k.applied_opts  # type: ignore[attr-defined]
+  assert max_rows(target, vectors) * vectors >= FMA_IN_FLIGHT
   assert _vector_loads_are_contiguous(k)
   np.testing.assert_allclose((g.T @ a).numpy(), g.numpy().T @ a.numpy(), rtol=1e-3, atol=1e-3)
 

@@ -32,6 +32,30 @@ D2H = """static inline float tg_round_to_odd_float(double d) {
 }
 """
 
+# half <-> float on a CPU without F16C (CPU_TARGET=x86-64-v2, an SSE-only host): clang calls these two, and no library
+# the kernel links provides them. Hidden, so each kernel's own copy is the one it calls. Round to nearest even, with
+# subnormals, infinities and NaN (quieted, payload kept), as F16C's vcvtps2ph does
+SOFT_HALF = """__attribute__((visibility("hidden"))) float __gnu_h2f_ieee(unsigned short h) {
+  unsigned int s = (unsigned int)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+  if (e == 0x1fu) u = s | 0x7f800000u | (m << 13);
+  else if (e) u = s | ((e + 112u) << 23) | (m << 13);
+  else if (!m) u = s;
+  else { e = 113u; while (!(m & 0x400u)) { m <<= 1; e--; } u = s | (e << 23) | ((m & 0x3ffu) << 13); }
+  union { unsigned int u; float f; } v; v.u = u; return v.f;
+}
+__attribute__((visibility("hidden"))) unsigned short __gnu_f2h_ieee(float f) {
+  union { float f; unsigned int u; } v; v.f = f;
+  unsigned int s = (v.u >> 16) & 0x8000u, a = v.u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (unsigned short)(s | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a >= 0x477ff000u) return (unsigned short)(s | 0x7c00u);
+  if (a >= 0x38800000u) { unsigned int r = a - 0x38000000u; r += 0xfffu + ((r >> 13) & 1u); return (unsigned short)(s | (r >> 13)); }
+  if (a < 0x33000000u) return (unsigned short)s;
+  unsigned int e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, sh = 126u - e, q = m >> sh, rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1u);
+  if (rem > half || (rem == half && (q & 1u))) q++;
+  return (unsigned short)(s | q);
+}
+"""
+
 
 class ClangRenderer(CStyleLanguage):
   device = "CLANG"
@@ -69,6 +93,8 @@ class ClangRenderer(CStyleLanguage):
                              f"__attribute__((ext_vector_type({dt.count}), aligned({dt.scalar().itemsize})));\n" for dt in vecs)
     if any(u.op is UOps.CAST and u.dtype == dtypes.float16 and u.src[0].dtype == dtypes.float64 for u in uops):
       self._typedefs += D2H
+    if not self.cpu_target.half_hardware and any(u.dtype is not None and u.dtype.scalar() == dtypes.float16 for u in uops):
+      self._typedefs = SOFT_HALF + self._typedefs
     return super().render(name, uops)
 
   @staticmethod

@@ -41,6 +41,9 @@ class LLVMRenderer(Renderer):
   # one vector of the register tile and its rows (tg.codegen.heuristics.cpu.register_tile): A is read as one stream,
   # B as one per vector of the tile
   matmul_panel, matmul_panel_rows = cpu_matmul_panels(cpu_target)
+  # without F16C (CPU_TARGET=x86-64-v2, an SSE-only host) LLVM lowers half <-> float to __extendhfsf2/__truncsfhf2
+  # calls that nothing in the process provides: float16 is refused with a clear error instead (CLANG writes its own)
+  missing_dtypes = frozenset() if cpu_target.half_hardware else frozenset({dtypes.float16})
   reduce_leaf = cpu_reduce_leaf(native_vector_bytes())  # runs short enough for its accumulators (tg.renderer.cpu.SUM_CHAIN)
   overread_bytes = native_vector_bytes()  # the LLVM allocator's slack around every buffer
   fused_mulacc = True  # llvm.fmuladd

@@ -27,6 +27,7 @@ class CPUTarget:
   vector_bytes: int  # one vector register (0: no vectors)
   vector_registers: int  # architectural vector registers: 32 with AVX-512 and on aarch64, else 16
   fma: bool  # a fused multiply-add instruction
+  half_hardware: bool  # half <-> float conversions are instructions (F16C; every AArch64 CPU), not library calls
   l1d_bytes: int  # per core
   l2_bytes: int  # per core
   l3_bytes: int  # shared
@@ -50,6 +51,7 @@ class CPUTarget:
 # the x86-64 microarchitecture levels: the CPU flag each needs last, its vector ISA, width and registers, and FMA
 LEVELS = {"x86-64-v2": ("sse4_2", "sse", 16, 16, False), "x86-64-v3": ("avx2", "avx2", 32, 16, True),
           "x86-64-v4": ("avx512f", "avx512", 64, 32, True)}
+HALF_LEVELS = ("x86-64-v3", "x86-64-v4")  # the levels that include F16C
 # each level also needs the flags of the ones below it (and v3 FMA), all of which /proc/cpuinfo names
 LEVEL_FLAGS = {"x86-64-v2": ("sse4_2", "popcnt"), "x86-64-v3": ("sse4_2", "popcnt", "avx2", "fma", "bmi2"),
                "x86-64-v4": ("sse4_2", "popcnt", "avx2", "fma", "bmi2", "avx512f", "avx512bw", "avx512vl", "avx512dq")}
@@ -145,8 +147,9 @@ def cpu_target() -> CPUTarget:
     raise AssertionError(f"CPU_TARGET {name!r} has no description")
   if (forced := CPU_VECTOR_BYTES.value) >= 0:
     vector_bytes = forced
+  half = name in HALF_LEVELS if name != "native" else ("f16c" in flags or arch in ("aarch64", "arm64"))
   l1d, l2, l3 = _caches()
-  return CPUTarget(name, arch, isa, vector_bytes, registers, fma, l1d, l2, l3)
+  return CPUTarget(name, arch, isa, vector_bytes, registers, fma, half, l1d, l2, l3)
 
 
 def generic_target(vector_bytes: int) -> CPUTarget:

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 from tg.codegen.heuristics import try_opt
 from tg.codegen.kernel import Kernel, Opt, OptOps
-from tg.codegen.lowerer import GLOBAL, REDUCE, kernel_stores
+from tg.codegen.lowerer import ACC_CHAINS, GLOBAL, REDUCE, kernel_stores
 from tg.ops import BufferOps
 from tg.renderer import Renderer
 from tg.renderer.cpu_target import CPUTarget, generic_target
 
 SMALL_REDUCE = 7  # a reduce axis up to this size (a conv's window) is unrolled whole
+MAX_CHAIN = 256  # adds one partial sum of a plain reduction may chain (see plain_reduce)
 # independent multiply-adds a core must have in flight to keep its FMA units busy: 2 units x 4 cycles of latency on
 # every x86 core since Haswell and on Zen (Apple's M cores have 4 units: the tile's other constraints decide there)
 FMA_IN_FLIGHT = 8
@@ -238,10 +239,18 @@ def plain_reduce(k: Kernel, r: int, globals_: list[int]) -> None:
   if not isinstance(size, int):
     return
   vector = next((amt for amt in (16, 8, 4, 2) if amt <= max(width, 4) and size > amt and try_opt(k, Opt(OptOps.UNROLL, r, amt))), 1)
-  if vector > 1 and size // vector > 4:
-    any(try_opt(k, Opt(OptOps.UNROLL, r, amt)) for amt in (4, 2))
-  if globals_:  # last: an UPCAST adds an axis before the reduce axes, which moves `r`
-    any(try_opt(k, Opt(OptOps.UPCAST, globals_[-1], amt)) for amt in (4, 2))
+  # each output's partial sums are the vector's lanes times its accumulators (the unrolled copies, at most ACC_CHAINS
+  # shared by the upcast outputs); a float sum's error grows with each partial's chain of adds, so the outputs are
+  # upcast only while every chain stays within MAX_CHAIN (a long row with narrow vectors keeps all ACC_CHAINS per
+  # output: with 4 lanes an 8192 row in 8 chains of 1024 was 8e-6 off, in 32 of 256 within the 2 log2(n) ulps bound)
+  def chain(copies: int, outputs: int) -> float:
+    return size / (vector * max(1, min(copies, ACC_CHAINS // outputs)))
+  plans = [(c, u) for u in ((4, 2, 1) if globals_ else (1,)) for c in (4, 2, 8) if vector > 1 and size // vector > c]
+  copies, outputs = next(((c, u) for c, u in plans if chain(c, u) <= MAX_CHAIN), plans[0] if plans else (1, 1))
+  if copies > 1:
+    try_opt(k, Opt(OptOps.UNROLL, r, copies))
+  if outputs > 1:  # last: an UPCAST adds an axis before the reduce axes, which moves `r`
+    any(try_opt(k, Opt(OptOps.UPCAST, globals_[-1], amt)) for amt in _halvings(outputs))
 
 
 def full_vectors(k: Kernel, axis: int, width: int) -> bool:
