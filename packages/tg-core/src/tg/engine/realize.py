@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import tg.codegen.heuristics  # noqa: F401  (Kernel.hand_coded_optimizations uses it: loaded now, not mid-run)
 from tg.codegen.kernel import Kernel
 from tg.device import Buffer, Device
 from tg.engine import memory, pending, profile

@@ -32,7 +32,11 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   if (red := k.reduceop) is not None and not any(op.op is BufferOps.LOAD for op in red.lazyops()):
     return k  # a reduce of masked constants (arange-like) loads nothing: loop collapse removes its loop
   if k.renderer.has_local and k.renderer.global_ids:
-    from tg.codegen.heuristics.gpu import workgroup_opts
     return workgroup_opts(k)
-  from tg.codegen.heuristics.cpu import cpu_opts
   return cpu_opts(k)
+
+
+# imported here, after try_opt, which they import: loaded with the package, never while kernels run (an import that a
+# Ctrl-C interrupts leaves a module half made: tests/reliability/test_interrupts.py)
+from tg.codegen.heuristics.cpu import cpu_opts  # noqa: E402
+from tg.codegen.heuristics.gpu import workgroup_opts  # noqa: E402
