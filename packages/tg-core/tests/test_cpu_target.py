@@ -241,3 +241,19 @@ def test_dot_tile_fits_the_registers(registers: int, tile: tuple[int, int]) -> N
   from tg.codegen.heuristics.cpu import dot_tile
   rows, cols = dot_tile(_target(32, registers))
   assert (rows, cols) == tile and rows * cols + rows + cols <= registers
+
+
+def test_a_row_sum_unrolls_what_divides_its_row() -> None:
+  """A row of 6 vectors takes 2 unrolled copies per iteration when 4 don't divide it (not none at all), and the
+  outputs are upcast as before: the plain reduction's plan only drops what doesn't apply."""
+  from tg import Tensor
+  from tg.codegen.kernel import OptOps
+  from tg.dtype import dtypes
+  from tg import Device
+  width = max(Device[Device.DEFAULT].renderer.vector_width(dtypes.float32), 4)
+  x_np = np.random.default_rng(0).standard_normal((64, 6 * width)).astype(np.float32)
+  x = Tensor(x_np).realize()
+  k = _cpu_kernel(x.sum(1))
+  unrolls = [o.amt for o in k.applied_opts if o.op is OptOps.UNROLL]  # type: ignore[attr-defined]
+  assert unrolls == [width, 2] and any(o.op is OptOps.UPCAST for o in k.applied_opts), k.applied_opts  # type: ignore[attr-defined]
+  np.testing.assert_allclose(x.sum(1).numpy(), x_np.sum(1), rtol=1e-5, atol=1e-5)

@@ -7,18 +7,13 @@ the renderer's `CPUTarget` (tg.renderer.cpu_target: vector width, registers, cac
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from tg.codegen.kernel import Kernel, KernelOptError, Opt
 from tg.ops import BufferOps
 from tg.settings import NOOPT
-
-if TYPE_CHECKING:
-  from tg.codegen.kernel import Kernel, Opt
 
 
 def try_opt(k: Kernel, opt: Opt) -> bool:
   """Apply `opt` to `k` if it applies; False, with `k` unchanged, if not."""
-  from tg.codegen.kernel import KernelOptError
   try:
     k.apply_opt(opt)
     return True

@@ -245,8 +245,10 @@ def plain_reduce(k: Kernel, r: int, globals_: list[int]) -> None:
   # output: with 4 lanes an 8192 row in 8 chains of 1024 was 8e-6 off, in 32 of 256 within the 2 log2(n) ulps bound)
   def chain(copies: int, outputs: int) -> float:
     return size / (vector * max(1, min(copies, ACC_CHAINS // outputs)))
-  plans = [(c, u) for u in ((4, 2, 1) if globals_ else (1,)) for c in (4, 2, 8) if vector > 1 and size // vector > c]
-  copies, outputs = next(((c, u) for c, u in plans if chain(c, u) <= MAX_CHAIN), plans[0] if plans else (1, 1))
+  rest = size // vector
+  copies_ok = [c for c in (4, 2, 8) if vector > 1 and rest > 4 and rest % c == 0] or [1]
+  plans = [(c, u) for u in ((4, 2, 1) if globals_ else (1,)) for c in copies_ok]
+  copies, outputs = next(((c, u) for c, u in plans if chain(c, u) <= MAX_CHAIN), plans[0])
   if copies > 1:
     try_opt(k, Opt(OptOps.UNROLL, r, copies))
   if outputs > 1:  # last: an UPCAST adds an axis before the reduce axes, which moves `r`
