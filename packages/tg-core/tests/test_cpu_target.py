@@ -246,10 +246,9 @@ def test_dot_tile_fits_the_registers(registers: int, tile: tuple[int, int]) -> N
 def test_a_row_sum_unrolls_what_divides_its_row() -> None:
   """A row of 6 vectors takes 2 unrolled copies per iteration when 4 don't divide it (not none at all), and the
   outputs are upcast as before: the plain reduction's plan only drops what doesn't apply."""
-  from tg import Tensor
+  from tg import Device, Tensor
   from tg.codegen.kernel import OptOps
   from tg.dtype import dtypes
-  from tg import Device
   width = max(Device[Device.DEFAULT].renderer.vector_width(dtypes.float32), 4)
   x_np = np.random.default_rng(0).standard_normal((64, 6 * width)).astype(np.float32)
   x = Tensor(x_np).realize()
