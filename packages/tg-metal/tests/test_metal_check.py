@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tg_metal.mock.check import MetalCheckError, check_cxx, check_msl, mock_source
+from tg_metal.mock.check import MetalCheck, MetalCheckError, check_cxx, check_msl, mock_source
 
 pytestmark = pytest.mark.skipif(check_cxx() is None, reason="the MSL check needs clang++")
 
@@ -31,6 +31,17 @@ VALID = _kernel("device float* data0 [[buffer(0)]], const device half* data1 [[b
 
 def test_valid_msl_passes() -> None:
   check_msl(VALID)
+
+
+@pytest.mark.parametrize("wait", [False, True])
+def test_cancel_stops_the_check_without_raising(wait: bool) -> None:
+  """A check is cancelled while another exception propagates (a Ctrl-C during the CPU build): it must reap clang++
+  and raise nothing, or that exception is replaced (it was: a ValueError from flushing the closed stdin)."""
+  check = MetalCheck(VALID)
+  if wait:
+    check.proc.wait()
+  check.cancel()
+  assert check.proc.returncode is not None
 
 
 def test_threadgroup_arrays_become_statics_for_the_mock() -> None:

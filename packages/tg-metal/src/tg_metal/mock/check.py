@@ -79,9 +79,14 @@ class MetalCheck:
       raise MetalCheckError(f"the MSL check (clang++ -fsyntax-only, METAL_MOCK=1) failed:\n{err.decode(errors='replace')}--- source ---\n{self.src}")
 
   def cancel(self) -> None:
+    """Stop the check and reap it. It runs while another exception (a failed CPU build, a Ctrl-C) is on its way, so it
+    never raises: not `communicate()`, which flushes the stdin closed above and raised ValueError over the Ctrl-C."""
     if self.proc.poll() is None:
       self.proc.kill()
-    self.proc.communicate()
+    for pipe in (self.proc.stdout, self.proc.stderr):
+      if pipe is not None:
+        pipe.close()
+    self.proc.wait()
 
 
 def check_msl(src: str) -> None:
