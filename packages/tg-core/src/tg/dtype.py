@@ -23,6 +23,17 @@ class DType:
   def __repr__(self) -> str:
     return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.scalar().name}.vec({self.count})"
 
+  # hashed once: dtypes are in the keys of the schedule and kernel caches, looked up on every realize
+  @functools.cached_property
+  def _hash(self) -> int:
+    return hash((type(self), self.priority, self.itemsize, self.name, self.fmt, self.count))
+
+  def __hash__(self) -> int:
+    return self._hash
+
+  def __reduce__(self) -> tuple[Any, ...]:  # the fields only: a pickle must not carry this process's cached hash
+    return type(self), (self.priority, self.itemsize, self.name, self.fmt, self.count)
+
   def vec(self, sz: int) -> DType:
     assert self.count == 1, f"can't vectorize {self} again"
     return self if sz == 1 else DType(self.priority, self.itemsize * sz, f"{self.name}{sz}", None, sz)
@@ -46,6 +57,9 @@ class PtrDType(DType):
 
   def __repr__(self) -> str:
     return f"ptr({super().__repr__()})"
+
+  def __hash__(self) -> int:
+    return self._hash
 
   @property
   def base(self) -> DType:

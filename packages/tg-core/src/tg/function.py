@@ -39,7 +39,7 @@ class Function:
 
   @classmethod
   def apply(cls, *x: Any, **kwargs: Any) -> Any:
-    from tg.tensor import Tensor
+    from tg.tensor import Tensor  # (tensor.py imports this module; an import of a loaded module is a dict lookup)
     ctx = cls(x[0].device, *x)
     ret = Tensor.__new__(Tensor)
     ret.lazydata = ctx.forward(*[t.lazydata for t in x], **kwargs)

@@ -95,26 +95,64 @@ def _panels(x: LazyBuffer, own: int, p: int) -> LazyBuffer:
   return packed.permute(tuple(order.index(i) for i in range(len(order)))).reshape(compact.shape).expand(x.shape)
 
 
+_SCALAR = ShapeTracker.from_shape(())
+_PLAIN_FLOATS = (dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.float64)  # a tuple: `in` tries identity first
+_const_views: dict[tuple[int, ...], ShapeTracker] = {}
+
+
+def _const_view(shape: tuple[sint, ...]) -> ShapeTracker:
+  """The view that broadcasts a scalar to `shape` (all strides 0)."""
+  if (st := _const_views.get(shape)) is None:  # type: ignore[arg-type]
+    st = _SCALAR.reshape((1,) * len(shape)).expand(shape)
+    if all(type(s) is int for s in shape):  # a symbolic shape is never kept (see cached_when_concrete)
+      if len(_const_views) >= 4096:
+        _const_views.clear()
+      _const_views[shape] = st  # type: ignore[index]
+  return st
+
+
+_FORCED = (MetaOps.EMPTY, MetaOps.CONTIGUOUS, MetaOps.COPY, MetaOps.ASSIGN)  # ops whose result always gets a buffer
+
+
+def add_reader(base: LazyBuffer, ref: weakref.ref[LazyBuffer]) -> None:
+  """Record `ref` as reading `base`. Dead references are dropped whenever the list doubles, so a long-lived base (a weight
+  read by every step) keeps a list about as long as its live readers, at an amortized constant cost per add."""
+  readers = base.readers
+  readers.append(ref)
+  if len(readers) > base._readers_kept:
+    readers[:] = [r for r in readers if r() is not None]
+    base._readers_kept = 2 * len(readers) + 8
+
+
+def live_readers(base: LazyBuffer) -> list[LazyBuffer]:
+  """The bases reading `base` that are still alive."""
+  return [r for ref in base.readers if (r := ref()) is not None]
+
+
 class LazyBuffer:
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Op | None = None, arg: Any = None,
                srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None) -> None:
     self.device, self.st, self.dtype = device, st, dtype
     self.shape, self.size = st.shape, st.size
     self._base = base
-    if base is not None:
-      base.readers.add(self)
-    for s in srcs:
-      s.base.readers.add(self)
     if base is None:
-      # who reads this base, weakly: an in-place assign must know whether anything unrealized still needs the old value
-      self.readers: weakref.WeakSet[LazyBuffer] = weakref.WeakSet()
+      # the bases that read this one, weakly: an in-place assign must know whether anything unrealized still needs the
+      # old value (views don't count: what reads a view reads its base). A list of weak references, not a WeakSet:
+      # this runs for every op built, and a WeakSet's add costs a callback object and a set insert (see add_reader)
+      self.readers: list[weakref.ref[LazyBuffer]] = []
+      self._readers_kept = 8
+      ref = weakref.ref(self)
+      for s in srcs:
+        add_reader(s.base, ref)
       self.op, self.arg, self.srcs = op, arg, srcs
       # an ASSIGN writes into the buffer of its target; everything else gets a buffer of its own
-      self.buffer: Buffer = srcs[1].base.buffer if op is MetaOps.ASSIGN else Buffer(device, _max_size(st.shape), dtype)
+      size = st.size
+      self.buffer: Buffer = srcs[1].base.buffer if op is MetaOps.ASSIGN else \
+        Buffer(device, size if type(size) is int else _max_size(st.shape), dtype)
       self.buffer.lb_refcount += 1
-      self.forced_realize = op in (MetaOps.EMPTY, MetaOps.CONTIGUOUS, MetaOps.COPY, MetaOps.ASSIGN)
+      self.forced_realize = op in _FORCED
     else:
-      assert base.base is base, "a view's base must be a base"
+      assert base._base is None, "a view's base must be a base"
 
   def __del__(self) -> None:
     # a base owns its buffer (Buffer.lb_refcount) until it goes; a view owns it through its base
@@ -165,8 +203,12 @@ class LazyBuffer:
 
   @staticmethod
   def full(val: ConstType, shape: tuple[sint, ...], dtype: DType, device: str) -> LazyBuffer:
-    base = LazyBuffer.metaop(MetaOps.CONST, (), dtype, device, dtypes.as_const(val, dtype))
-    return base._view(base.st.reshape((1,) * len(shape)).expand(shape))  # one view, not a reshape's and an expand's
+    # every op with a Python scalar builds one of these: a float for a float dtype is taken as is (as_const converts
+    # and wraps the rest), and the view comes from a table
+    if not (type(val) is float and dtype in _PLAIN_FLOATS):
+      val = dtypes.as_const(val, dtype)
+    base = LazyBuffer(device, _SCALAR, dtype, MetaOps.CONST, val)
+    return base._view(_const_view(shape)) if shape else base  # one view, not a reshape's and an expand's
 
   def is_unrealized_const(self) -> bool:
     """A constant that is the same everywhere (no padded region)."""
@@ -244,9 +286,15 @@ class LazyBuffer:
     out_dtype = dtypes.bool if op in (BinaryOps.CMPLT, BinaryOps.CMPNE) else srcs[-1].dtype
     if (folded := self._fold(op, srcs, out_dtype)) is not None:
       return folded
-    return LazyBuffer.metaop(op, self.shape, out_dtype, self.device, None, srcs)  # type: ignore[arg-type]
+    st = self.st if self.st.contiguous else ShapeTracker.from_shape(self.shape)  # (the same object when it can be)
+    return LazyBuffer(self.device, st, out_dtype, op, None, srcs)
 
   def _fold(self, op: Op, srcs: tuple[LazyBuffer, ...], out_dtype: DType) -> LazyBuffer | None:
+    for s in srcs:  # the usual case first, cheaply: no constant among the sources, nothing to fold
+      if s.base.op is MetaOps.CONST:
+        break
+    else:
+      return None
     if all(s.is_unrealized_const() for s in srcs):
       if op in (BinaryOps.IDIV, BinaryOps.MOD) and srcs[1].const_value == 0:
         return None

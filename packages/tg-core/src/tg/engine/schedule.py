@@ -21,7 +21,7 @@ from tg.device import Buffer
 from tg.engine import graphviz, memory, pending, schedule_cache
 from tg.helpers import prod
 from tg.interrupts import hold_sigint
-from tg.lazy import LazyBuffer
+from tg.lazy import LazyBuffer, add_reader, live_readers
 from tg.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, TernaryOps, UnaryOps
 from tg.settings import FUSE_REDUCE, NEST_REDUCE
 from tg.shape.shapetracker import ShapeTracker
@@ -458,7 +458,7 @@ def _keep_old_values(work: pending.PendingWork, olds: list[_Old]) -> list[Schedu
     if _writes_part(si, old):
       # an assign into a view (t[1:3] = v, a KV cache at start_pos) writes a buffer others hold as theirs: as in tinygrad and
       # torch, the tensors over it and their views see the write; only values computed from the old one keep it
-      if not (readers := [r for r in old.readers if r._base is None and r.op is not None and r.op is not MetaOps.ASSIGN]):
+      if not (readers := [r for r in live_readers(old) if r.op is not None and r.op is not MetaOps.ASSIGN]):
         continue
     if (keep := made) is None:
       keep = Buffer(old.buffer.device, old.buffer.size, old.buffer.dtype)
@@ -469,7 +469,7 @@ def _keep_old_values(work: pending.PendingWork, olds: list[_Old]) -> list[Schedu
       kept = LazyBuffer.from_buffer(keep, old.shape)
       for r in readers:
         r.srcs = tuple(s if s.base is not old else kept if s is old else LazyBuffer(s.device, s.st, s.dtype, base=kept) for s in r.srcs)
-        kept.readers.add(r)
+        add_reader(kept, weakref.ref(r))
     del old, readers
   return list(work.items)  # type: ignore[arg-type]  # create_schedule's PendingWork holds only ScheduleItems
 

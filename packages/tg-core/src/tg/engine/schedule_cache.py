@@ -48,35 +48,40 @@ def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] |
   outputs' bases first, then each base's sources as they are first seen). None when it can't be cached."""
   if not SCHEDULE_CACHE.value:
     return None
+  # this runs on every realize (an eager op is one), so it is written for speed: locals, no helper calls
   number: dict[LazyBuffer, int] = {}
   nodes: list[LazyBuffer] = []
   buffers: dict[int, int] = {}  # id(Buffer) -> its number: bases that share a Buffer (an ASSIGN and its target)
   for o in outs:
-    if o.base not in number:
-      number[o.base] = len(nodes)
-      nodes.append(o.base)
+    if (ob := o.base) not in number:
+      number[ob] = len(nodes)
+      nodes.append(ob)
   parts: list[Any] = []
-  i = 0
-  while i < len(nodes):
-    b = nodes[i]
-    i += 1
-    shared = buffers.setdefault(id(b.buffer), len(buffers))
+  append = parts.append
+  for b in nodes:  # (grows as sources are first seen)
+    buf = b.buffer
+    shared = buffers.setdefault(id(buf), len(buffers))
     if b.op is None:  # realized: a leaf
-      parts.append((b.dtype, b.device, b.buffer.size, shared))
+      append((b.dtype, b.device, buf.size, shared))
       continue
-    if not b.st.concrete or isinstance(b.arg, Node) or (isinstance(b.arg, ShapeTracker) and not b.arg.concrete):  # (an assign's view)
+    arg = b.arg
+    if not b.st.concrete:
+      return None
+    if type(arg) is float:  # a float constant by its bits: -0.0 == 0.0 and nan != nan, but a kernel must keep the one it was given
+      arg = arg.hex()
+    elif isinstance(arg, Node) or (isinstance(arg, ShapeTracker) and not arg.concrete):  # (an assign's view)
       return None
     srcs = []
     for s in b.srcs:
-      if (n := number.get(s.base)) is None:
-        n = number[s.base] = len(nodes)
-        nodes.append(s.base)
-      if not s.st.concrete:
+      sb = s.base
+      if (n := number.get(sb)) is None:
+        n = number[sb] = len(nodes)
+        nodes.append(sb)
+      st = s.st
+      if not st.concrete:
         return None
-      srcs.append((n, s.st))
-    # a float constant by its bits: -0.0 == 0.0 and nan != nan, but a kernel must keep the one it was given
-    arg = b.arg if type(b.arg) is not float else b.arg.hex()
-    parts.append((b.op, arg, b.dtype, b.device, b.shape, b.forced_realize, shared, tuple(srcs)))
+      srcs.append((n, st))
+    append((b.op, arg, b.dtype, b.device, b.shape, b.forced_realize, shared, tuple(srcs)))
   if not all(o.st.concrete for o in outs):
     return None
   # the scheduler's switches are part of the key: a plan made under one doesn't hold under another
