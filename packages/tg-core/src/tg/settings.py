@@ -160,6 +160,7 @@ DEFAULT_FLOAT = Setting("DEFAULT_FLOAT", "", "the dtype of Python floats and of 
                         read_once="when tg is imported")
 NOOPT = Setting("NOOPT", 0, "1: no kernel optimizations (the hand-coded heuristics are off)")
 BEAM = Setting("BEAM", 0, "n: search kernel optimizations with a beam of n, timing candidates on the device; the choice is cached")
+BEAM_PROGRESS = Setting("BEAM_PROGRESS", 1, "1: BEAM shows a progress line on stderr when stderr is a terminal; 2: always (a log); 0: never")
 BEAM_WORKERS = Setting("BEAM_WORKERS", os.cpu_count() or 1, "processes BEAM compiles candidates in", shown_default="the number of cores")
 TC = Setting("TC", 1, "0: the GPU heuristics don't use tensor cores (an explicit `Opt(OptOps.TC)` and BEAM still may)")
 VECTORIZE = Setting("VECTORIZE", 1, "0: lower upcast axes as scalars only: no vector loads, stores or math in the IR "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import sys
 import time
 
 from tg.codegen.kernel import Kernel, KernelOptError, Opt, OptOps
@@ -16,7 +17,7 @@ from tg.diskcache import diskcache_get, diskcache_put, stable_key
 from tg.engine.realize import check_args
 from tg.helpers import DEBUG
 from tg.renderer import Renderer
-from tg.settings import BEAM_WORKERS
+from tg.settings import BEAM_PROGRESS, BEAM_WORKERS
 from tg.shape.symbolic import Variable
 
 ACTIONS = [Opt(op, axis, amt) for axis in range(8) for amt in (2, 3, 4, 8) for op in (OptOps.UPCAST, OptOps.UNROLL)] + \
@@ -27,6 +28,47 @@ ACTIONS = [Opt(op, axis, amt) for axis in range(8) for amt in (2, 3, 4, 8) for o
 
 
 RETIME_ROUNDS = 7  # the final timing of the finalists: the median of this many interleaved runs
+
+
+class Progress:
+  """BEAM's progress line on stderr (BEAM_PROGRESS): the kernel, the round, candidates compiled and timed out of all, and
+  the best time so far, rewritten in place on a terminal, one line per round otherwise. A search takes seconds to
+  minutes per kernel; without it a program under BEAM looks hung."""
+
+  def __init__(self, name: str) -> None:
+    mode = BEAM_PROGRESS.value
+    self.tty = sys.stderr.isatty()
+    self.on = mode >= 2 or (mode == 1 and self.tty)
+    self.name, self.round, self.done, self.total, self.best = name, 0, 0, 0, float("inf")
+    self.start = time.perf_counter()
+
+  def begin(self, what: str, total: int) -> None:
+    self.what, self.done, self.total = what, 0, total
+    self.show()
+
+  def step(self, n: int = 1, best: float | None = None) -> None:
+    self.done += n
+    if best is not None:
+      self.best = min(self.best, best)
+    if self.tty or self.done == self.total:  # a log gets a line per stage, not one per candidate
+      self.show()
+
+  def show(self, final: bool = False) -> None:
+    if not self.on:
+      return
+    best = f"{self.best * 1e6:.1f} us" if self.best != float("inf") else "-"
+    where = "done" if final else f"{self.what} {self.done}/{self.total}"
+    line = f"BEAM {self.name}: {where}, best {best}, {time.perf_counter() - self.start:.1f} s"
+    if self.tty:
+      sys.stderr.write(f"\r\x1b[K{line}" + ("\n" if final else ""))
+    elif self.done == self.total or final:
+      sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+  def end(self) -> None:
+    """The last line (also after an error or Ctrl-C: a terminal's line is finished, not left for the next output)."""
+    if self.tty:
+      self.show(final=True)
 
 
 def _candidates(k: Kernel) -> list[Kernel]:
@@ -105,8 +147,9 @@ def beam_search(k: Kernel, bufs: list[Buffer], amt: int, var_vals: dict[Variable
   workers = BEAM_WORKERS.value
   ctx = multiprocessing.get_context("fork")
   beam: list[tuple[Kernel, float]] = []
+  progress = Progress(k.name)
   with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-    def timed(ks: list[Kernel]) -> list[tuple[Kernel, float]]:
+    def timed(ks: list[Kernel], what: str) -> list[tuple[Kernel, float]]:
       progs = []
       for c in ks:
         try:
@@ -114,25 +157,43 @@ def beam_search(k: Kernel, bufs: list[Buffer], amt: int, var_vals: dict[Variable
           progs.append(c)
         except Exception:  # a candidate that can't be rendered isn't a candidate
           continue
-      libs = list(pool.map(_compile, [(dev.compiler, c._program.src) for c in progs]))  # type: ignore[attr-defined]
-      return [(c, _time(c, lib, scratch, var_vals)) for c, lib in zip(progs, libs) if lib is not None]
-    # start from the unoptimized kernel and from the heuristics' choice: the search then only has to improve on them
-    start = timed([k.copy(), k.copy().hand_coded_optimizations()])
-    beam = sorted(start, key=lambda x: x[1])[:max(amt, 1)]
-    while True:
-      candidates = timed([c for base, _ in beam for c in _candidates(base)])
-      best = sorted(beam + candidates, key=lambda x: x[1])[:amt]
-      if DEBUG >= 2:
-        print(f"BEAM {k.name}: {len(candidates)} candidates, best {best[0][1] * 1e6:.1f} us with {best[0][0].applied_opts}")
-      if best[0][1] >= beam[0][1] * 0.98:  # nothing got faster: done
-        break
-      beam = best
-    # one timing of 3 runs is noisy on a busy machine: the finalists and the heuristics' kernel are timed again,
-    # interleaved so that a slow moment hits them all, and the best median wins
-    finalists = [c for c, _ in beam] + [c for c, _ in start[1:] if all(c.applied_opts != f.applied_opts for f, _ in beam)]
-    libs = [dev.compiler.compile_cached(c._program.src) for c in finalists]  # type: ignore[attr-defined]
-    rounds = [[_time(c, lib, scratch, var_vals, runs=1) for c, lib in zip(finalists, libs)] for _ in range(RETIME_ROUNDS)]
-    medians = [sorted(r[i] for r in rounds)[RETIME_ROUNDS // 2] for i in range(len(finalists))]
+      progress.begin(f"{what}: compiling", len(progs))
+      libs = []
+      for lib in pool.map(_compile, [(dev.compiler, c._program.src) for c in progs]):  # type: ignore[attr-defined]
+        libs.append(lib)
+        progress.step()
+      progress.begin(f"{what}: timing", sum(lib is not None for lib in libs))
+      out = []
+      for c, lib in zip(progs, libs):
+        if lib is not None:
+          out.append((c, t := _time(c, lib, scratch, var_vals)))
+          progress.step(best=t)
+      return out
+    try:
+      # start from the unoptimized kernel and from the heuristics' choice: the search then only has to improve on them
+      start = timed([k.copy(), k.copy().hand_coded_optimizations()], "start")
+      beam = sorted(start, key=lambda x: x[1])[:max(amt, 1)]
+      while True:
+        progress.round += 1
+        candidates = timed([c for base, _ in beam for c in _candidates(base)], f"round {progress.round}")
+        best = sorted(beam + candidates, key=lambda x: x[1])[:amt]
+        if DEBUG >= 2:
+          print(f"BEAM {k.name}: {len(candidates)} candidates, best {best[0][1] * 1e6:.1f} us with {best[0][0].applied_opts}")
+        if best[0][1] >= beam[0][1] * 0.98:  # nothing got faster: done
+          break
+        beam = best
+      # one timing of 3 runs is noisy on a busy machine: the finalists and the heuristics' kernel are timed again,
+      # interleaved so that a slow moment hits them all, and the best median wins
+      finalists = [c for c, _ in beam] + [c for c, _ in start[1:] if all(c.applied_opts != f.applied_opts for f, _ in beam)]
+      libs = [dev.compiler.compile_cached(c._program.src) for c in finalists]  # type: ignore[attr-defined]
+      progress.begin("final timing", RETIME_ROUNDS)
+      rounds = []
+      for _ in range(RETIME_ROUNDS):
+        rounds.append([_time(c, lib, scratch, var_vals, runs=1) for c, lib in zip(finalists, libs)])
+        progress.step()
+      medians = [sorted(r[i] for r in rounds)[RETIME_ROUNDS // 2] for i in range(len(finalists))]
+    finally:
+      progress.end()
   winner = finalists[medians.index(min(medians))]
   diskcache_put("beam_search", key, winner.applied_opts)
   return k.copy().apply_opts(winner.applied_opts)
