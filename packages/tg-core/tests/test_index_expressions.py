@@ -6,7 +6,7 @@ from __future__ import annotations
 from tg import Tensor
 from tg.engine.schedule import create_schedule
 from tg.helpers import Context
-from tg.ops import BufferOps
+from tg.ops import BufferOps, MetaOps
 from tg.shape.symbolic import AndNode, Node, SumNode
 
 
@@ -66,3 +66,24 @@ def test_known_merges_stay_one_view() -> None:
   inner = ShapeTracker.from_shape((4, 6)).permute((1, 0))
   outer = ShapeTracker.from_shape((6, 4)).stride((-1, 1))
   assert len((inner + outer).views) == 1
+
+
+def test_attention_over_a_symbolic_kv_cache_divides_by_nothing() -> None:
+  """q @ keys.T and scores @ values of a decode step, keys and values read up to a bound start_pos from a preallocated
+  cache: with the kernel's optimizations applied (head_dim split to unroll and vectorize), every load stays a plain
+  stride per axis. A second View here made each load divide and take the remainder by the symbolic length."""
+  from tg import Device, Variable
+  from tg.codegen.kernel import Kernel
+  sp = Variable("start_pos", 1, 1023).bind(130)
+  cache, q = Tensor.empty(2, 12, 1024, 64), Tensor.empty(12, 1, 64)
+  keys, values = (cache[i].shrink((None, (0, sp + 1), None)) for i in (0, 1))
+  scores = q @ keys.transpose(-2, -1)
+  for out in (scores, Tensor.empty(12, 1, 1024).shrink((None, None, (0, sp + 1))) @ values):
+    for item in create_schedule([out.lazydata]):
+      if item.ast.op not in (BufferOps.STORE, MetaOps.SINK):
+        continue  # the EMPTY items that allocate the inputs
+      k = Kernel(item.ast, Device[Device.DEFAULT].renderer).hand_coded_optimizations()
+      for op in k.ast.lazyops():
+        if op.op is BufferOps.LOAD:
+          idx, _ = op.arg.st.expr_idxs()
+          assert len(op.arg.st.views) == 1 and "//" not in idx.render() and "%" not in idx.render(), (k.applied_opts, op.arg.st)

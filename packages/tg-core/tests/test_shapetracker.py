@@ -242,6 +242,23 @@ def test_view_reshape_impossible_returns_none():
     View.create((2, 3)).reshape((5,))
 
 
+def test_symbolic_view_reshapes_its_concrete_axes_in_place():
+  """A KV cache read (heads, start_pos + 1, head_dim) with head_dim split for unrolling stays one View: the symbolic
+  axes before and after the reshaped ones keep their strides (and masks). Axes mixed with a symbolic one can't."""
+  from tg.shape.symbolic import Variable
+  sp = Variable("start_pos", 1, 1023)
+  keys = View.create((12, sp + 1, 64), (65536, 64, 1))
+  split = keys.reshape((12, sp + 1, 4, 16))
+  assert split is not None and split.strides == (65536, 64, 16, 1) and split.offset == 0 and split.mask is None
+  merged = View.create((4, 3, sp, 2), (3 * 1024, 1024, 2, 1)).reshape((12, sp, 2))
+  assert merged is not None and merged.strides == (1024, 2, 1)
+  padded = View.create((sp, 6), (6, 1), mask=((0, sp - 1), (0, 6)))
+  assert padded.reshape((sp, 2, 3)) == View.create((sp, 2, 3), (6, 3, 1), mask=((0, sp - 1), (0, 2), (0, 3)))
+  assert View.create((sp, 6), (6, 1), mask=((0, sp), (1, 6))).reshape((sp, 2, 3)) is None  # a masked axis splits into no box
+  assert View.create((4, sp), (1, 4)).reshape((2, 2 * sp)) is None  # a symbolic axis merges with another
+  assert View.create((2, 3, sp), (1, 2, 6)).reshape((6, sp)) is None  # 2 and 3 are not contiguous with each other
+
+
 def test_concrete_views_are_cached_symbolic_ones_keep_their_binding():
   """View.create, ShapeTracker's movement ops and view merging are cached for concrete Views only (a View's reshape
   returns View.create's cached objects): a bound Variable equals the same

@@ -188,7 +188,7 @@ class View:
           j += 1
       return View.create(new_shape, tuple(strides), self.offset, tuple(mask) if self.mask is not None else None)
     if any(is_sym(x) for x in self.shape + new_shape + self.strides + ((self.offset,) + sum(self.mask, ()) if self.mask else ())):
-      return None
+      return self._reshape_concrete_middle(new_shape)
     new_strides = _reshape_strides(self.shape, self.strides, new_shape)
     if new_strides is None:
       return None
@@ -197,6 +197,33 @@ class View:
     # the addresses reshape exactly; the valid region must stay a box in the new shape
     new_mask = _reshape_mask(self.mask, self.shape, new_shape)  # type: ignore[arg-type]
     return View.create(new_shape, new_strides, self.offset, new_mask) if new_mask is not None else None
+
+  def _reshape_concrete_middle(self, new_shape: tuple[sint, ...]) -> View | None:
+    """reshape of a symbolic view whose symbolic axes are untouched: the axes both shapes start and end with are kept
+    as they are (strides, mask), and the concrete axes between them reshape as in a concrete view. A kernel splitting a
+    concrete axis of a KV cache read (keys (heads, start_pos + 1, head_dim), head_dim split for unrolling) stays one
+    View: without this it stacked a second one and every load divided by the symbolic length."""
+    n = min(len(self.shape), len(new_shape))
+    pre = 0
+    while pre < n and self.shape[pre] == new_shape[pre]:
+      pre += 1
+    post = 0
+    while post < n - pre and self.shape[len(self.shape) - 1 - post] == new_shape[len(new_shape) - 1 - post]:
+      post += 1
+    old_mid, new_mid = self.shape[pre:len(self.shape) - post], new_shape[pre:len(new_shape) - post]
+    mid_strides = self.strides[pre:len(self.shape) - post]
+    mid_mask = self.mask[pre:len(self.shape) - post] if self.mask is not None else ()
+    if not _concrete(old_mid + new_mid + mid_strides) or prod(old_mid) != prod(new_mid):
+      return None
+    if not all(m == (0, s) for m, s in zip(mid_mask, old_mid)):  # a masked middle axis would need its box reshaped
+      return None
+    strides = _reshape_strides(old_mid, mid_strides, new_mid)
+    if strides is None:
+      return None
+    keep_end = len(self.shape) - post
+    new_strides = self.strides[:pre] + strides + self.strides[keep_end:]
+    new_mask = None if self.mask is None else self.mask[:pre] + tuple((0, s) for s in new_mid) + self.mask[keep_end:]
+    return View.create(new_shape, new_strides, self.offset, new_mask)
 
 
 def _same_size(a: tuple[sint, ...], b: tuple[sint, ...]) -> bool:
