@@ -13,6 +13,9 @@
                            Metal's types and builtins, and run on the CPU), plus tg-metal's own (alias: metal)
   cpu_targets              tg-core's kernel tests on CLANG and LLVM built for each x86-64 level this host runs (CPU_TARGET=x86-64-v2,
                            v3, v4): the tiles and vector widths of SSE, AVX2 and AVX-512 machines, checked for numbers on one machine
+  aarch64                  tg-core's kernel tests and tg-clang's cross tests on CLANG built for aarch64 (CPU_TARGET=aarch64: NEON,
+                           armv8-a) and run under qemu-aarch64 through one harness process: NEON's 4 x 4 tile checked for numbers on
+                           an x86-64 machine (skipped on an aarch64 host, where the backend sessions run NEON natively)
   opencl                   the out-of-tree example examples/plugins/tg-opencl (PoCL from PyPI), installed as a third party
                            would: its own tests and the conformance kit, from a temporary directory
 
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "types", "tests", "cpu_targets", "opencl"]
+nox.options.sessions = ["lint", "types", "tests", "cpu_targets", "aarch64", "opencl"]
 nox.options.reuse_existing_virtualenvs = False
 
 CORE = "packages/tg-core"
@@ -89,6 +92,30 @@ def cpu_targets(session: nox.Session) -> None:
   for level in levels.split():
     for device in ("CLANG", "LLVM"):
       session.run("pytest", *tests, f"--tg-device={device}", "-q", *session.posargs, env={"CPU_TARGET": level})
+
+
+# the kernel tests that run under qemu within the session's budget (a few minutes on 2 cores, compiles included);
+# test_jit.py: TinyJit without a graph, kernel by kernel, as cross mode replays
+AARCH64_TESTS = [f"{CORE}/tests/{t}" for t in ("test_ops.py", "test_matmul_packing.py", "test_vectorize.py", "test_cpu_target.py",
+                                               "test_kernel_opts.py", "reliability/test_sum_accuracy.py", "test_jit.py")]
+
+
+@nox.session
+def aarch64(session: nox.Session) -> None:
+  """CLANG in cross mode (packages/tg-clang/README.md): the system packages must be there (.ci/run installs them), so
+  the session fails rather than skips without them (TG_REQUIRE_AARCH64 turns tg-clang's cross tests' skip into a failure)."""
+  import platform
+  import re
+  if platform.machine() in ("aarch64", "arm64"):
+    session.skip("this host is aarch64: the backend sessions run CLANG's NEON kernels natively")
+  session.install(*TEST_DEPS)
+  session.install(f"./{CORE}", "./packages/tg-clang")
+  env = {"CPU_TARGET": "aarch64", "TG_REQUIRE_AARCH64": "1"}
+  listing = session.run("python", "-m", "tg.devices", env=env, silent=True) or ""
+  print(listing)
+  if not re.search(r"^CLANG\s+tg-clang\s+\S+\s+usable", listing, re.M):
+    session.error("CLANG is not usable with CPU_TARGET=aarch64 (its reason is above): install the packages .ci/run names")
+  session.run("pytest", *AARCH64_TESTS, "packages/tg-clang/tests/test_cross_aarch64.py", "--tg-device=CLANG", "-q", *session.posargs, env=env)
 
 
 @nox.session

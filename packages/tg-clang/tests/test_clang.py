@@ -30,7 +30,8 @@ def _source(t: Tensor) -> str:
 def test_elementwise_source_is_one_loop() -> None:
   a, b = Tensor.empty(4, 8, device="CLANG"), Tensor.empty(4, 8, device="CLANG")
   src = _source((a * b + 1).relu())
-  assert src.count("for (") == 2 and "data0[" in src and src.count("void ") == 1
+  # CPU_TARGET=aarch64 on another host (cross mode) adds the harness's entry point, tg_entry
+  assert src.count("for (") == 2 and "data0[" in src and src.count("void ") == 1 + ClangRenderer.cpu_target.cross
   ClangCompiler().compile(src)  # it is valid C
 
 
@@ -83,6 +84,9 @@ def test_split_kernel_in_a_jit_graph() -> None:
   for _ in range(4):
     x = rng.standard_normal((128, 256)).astype(np.float32)
     np.testing.assert_allclose(f(Tensor(x, device="CLANG")).numpy(), np.maximum(x @ w.numpy(), 0).sum(0) * 2, rtol=1e-4, atol=1e-3)
+  if ClangRenderer.cpu_target.cross:  # under qemu (cross mode) there is no graph: kernels replay one by one
+    assert f.graph is None
+    return
   # the split kernel runs through its threaded runner, the small one from a C batch function
   assert f.graph is not None and sorted(kind for kind, _ in f.graph.steps) == ["batch", "kernel"]
 

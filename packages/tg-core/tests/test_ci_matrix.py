@@ -37,6 +37,12 @@ def test_ci_run_installs_the_amd_toolchain() -> None:
   assert "clang-16" in text and "lld-16" in text
 
 
+def test_ci_run_installs_the_aarch64_cross_toolchain() -> None:
+  """nox -s aarch64 fails without qemu-user and the cross libc: .ci/run installs them (the packages tg-clang names)."""
+  text = open(os.path.join(ROOT, ".ci", "run")).read()
+  assert all(p in text for p in ("qemu-user", "libc6-dev-arm64-cross", "libgcc-12-dev-arm64-cross", "binutils-aarch64-linux-gnu"))
+
+
 def test_every_default_nox_session_runs_in_the_workflow() -> None:
   """.ci/run runs nox's default sessions; the hosted workflow must run each of them too."""
   nox_text = open(os.path.join(ROOT, "noxfile.py")).read()

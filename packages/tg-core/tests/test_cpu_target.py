@@ -83,8 +83,23 @@ def test_a_level_the_host_cant_run_is_refused_with_the_missing_flag(monkeypatch:
     _uncached(monkeypatch, AVX512_HOST[:6], CPU_TARGET="x86-64-v4")
   with pytest.raises(SettingError, match=r"x86-64 level; this machine is aarch64"):
     _uncached(monkeypatch, ["asimd"], arch="aarch64", CPU_TARGET="x86-64-v3")
-  with pytest.raises(SettingError, match=r"CPU_TARGET must be one of native, x86-64-v2, x86-64-v3, x86-64-v4, got 'avx9'"):
+  with pytest.raises(SettingError, match=r"CPU_TARGET must be one of native, x86-64-v2, x86-64-v3, x86-64-v4, aarch64, got 'avx9'"):
     _uncached(monkeypatch, AVX512_HOST, CPU_TARGET="avx9")
+
+
+def test_aarch64_is_neon_on_any_host(monkeypatch: pytest.MonkeyPatch) -> None:
+  """CPU_TARGET=aarch64 describes an armv8-a CPU whatever the host: NEON's 32 registers of 4 floats (the 4 x 4 tile),
+  FMA, half in hardware. On an x86-64 host it is a cross target (the caches assumed, not the host's); on an aarch64
+  host it is the host's own architecture (its caches from sysfs)."""
+  monkeypatch.setattr(ct, "_sysfs_caches", lambda: (48 << 10, 2 << 20, 16 << 20))
+  for host, cross, caches in (("x86_64", True, ct.CROSS["aarch64"][-1]), ("aarch64", False, (48 << 10, 2 << 20, 16 << 20))):
+    t = _uncached(monkeypatch, AVX512_HOST if host == "x86_64" else ["asimd"], arch=host, CPU_TARGET="aarch64")
+    assert (t.name, t.arch, t.isa, t.vector_bytes, t.vector_registers, t.fma, t.half_hardware) == ("aarch64", "aarch64", "neon", 16, 32, True, True)
+    assert (t.compiler_cpu, t.cross, (t.l1d_bytes, t.l2_bytes, t.l3_bytes)) == ("armv8-a", cross, caches)
+    assert register_tile(t) == RegisterTile(4, 4, 4)
+  t = _uncached(monkeypatch, AVX512_HOST, CPU_TARGET="aarch64", CPU_CACHES="32K,512K,4M")
+  assert (t.l1d_bytes, t.l2_bytes, t.l3_bytes) == (32 << 10, 512 << 10, 4 << 20)
+  assert not _uncached(monkeypatch, AVX512_HOST).cross and not _uncached(monkeypatch, AVX512_HOST, CPU_TARGET="x86-64-v3").cross
 
 
 def test_supported_levels_are_the_ones_whose_flags_the_host_has(monkeypatch: pytest.MonkeyPatch) -> None:

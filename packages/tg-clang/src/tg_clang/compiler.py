@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 
 from tg.device import Compiler
-from tg.renderer.cpu_target import cpu_target
+from tg.renderer.cpu_target import CROSS, cpu_target
 from tg.settings import Setting
 
 TG_CLANG = Setting("TG_CLANG", "clang", "the clang binary CLANG compiles with (a name on PATH or a path)", read_once="when the CLANG device loads")
@@ -32,7 +32,7 @@ def native_target() -> str:
   cache keys on this instead: an object built for an AVX-512 CPU is never loaded on an AVX2 one (SIGILL) when a cache
   directory moves between machines (a shared home, a copied container image)."""
   try:
-    out = subprocess.run([CLANG, *_arch_flags(), "-###", "-x", "c", "-c", os.devnull, "-o", os.devnull],
+    out = subprocess.run([CLANG, *arch_flags(), "-###", "-x", "c", "-c", os.devnull, "-o", os.devnull],
                          capture_output=True, text=True, check=False, timeout=60).stderr
   except (OSError, subprocess.TimeoutExpired):
     return "unknown"
@@ -41,9 +41,23 @@ def native_target() -> str:
   return " ".join(picked) or "unknown"
 
 
-def _arch_flags() -> list[str]:
-  cpu = cpu_target().compiler_cpu or "native"  # CPU_TARGET: an x86-64 level, or the host
-  return [f"-march={cpu}"] if platform.machine() in ("x86_64", "AMD64") else [f"-mcpu={cpu}"]
+# the clang target of each CPU_TARGET of another architecture (tg.renderer.cpu_target.CROSS): Debian's cross triple
+CROSS_TRIPLES = {"aarch64": "aarch64-linux-gnu"}
+
+
+def cross_flags(arch: str) -> list[str]:
+  """clang's flags for building on this host for arch (a key of CROSS_TRIPLES), its baseline ISA."""
+  return [f"--target={CROSS_TRIPLES[arch]}", f"-march={CROSS[arch][0]}"]
+
+
+def arch_flags() -> list[str]:
+  """What clang is asked to build for: the host (-march=native, -mcpu=native off x86), an x86-64 level, or aarch64's
+  baseline ISA (armv8-a), for the cross triple when the host is another architecture (cross.py runs those kernels)."""
+  target = cpu_target()
+  cpu = target.compiler_cpu or "native"
+  if target.cross:
+    return cross_flags(target.arch)
+  return [f"-march={cpu}"] if platform.machine() in ("x86_64", "AMD64") or target.compiler_cpu else [f"-mcpu={cpu}"]
 
 
 class ClangCompileError(RuntimeError):
@@ -59,7 +73,7 @@ class ClangCompiler(Compiler):
     super().__init__(f"compile_clang_{version}_{platform.machine()}_{digest}")
 
   def flags(self) -> list[str]:
-    return ["-shared", "-fPIC", "-O2", "-ffp-contract=on", "-fno-math-errno", *_arch_flags(), "-x", "c"]
+    return ["-shared", "-fPIC", "-O2", "-ffp-contract=on", "-fno-math-errno", *arch_flags(), "-x", "c"]
 
   def compile(self, src: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="tg_clang_") as d:

@@ -5,7 +5,11 @@ scalar calls, one per lane, made bench/'s tanh-gelu 2.5x slower (33 ms against 1
 
 Kernels with enough work are split across CPU threads (tg.renderer.cpu decides which and says how): the outermost
 output loop runs over [tg_start, tg_end), two extra arguments, and the kernel exports `<name>_tg_outer`, the loop's
-full length, for the runtime to divide."""
+full length, for the runtime to divide.
+
+Built for another architecture (CPU_TARGET=aarch64 on an x86-64 host), a kernel also exports `tg_entry(void** bufs,
+const int* vals)`, which calls it with its arguments from two arrays (a split kernel over its whole outer loop): the
+harness under qemu (tg_clang.harness) calls every kernel through that one signature."""
 from __future__ import annotations
 
 from tg.codegen.uops import UOp, UOps
@@ -15,6 +19,7 @@ from tg.renderer.cpu import END, START, cpu_matmul_panels, cpu_reduce_leaf, loop
 from tg.renderer.cpu_target import cpu_target
 from tg.renderer.cstyle import CStyleLanguage
 
+ENTRY = "tg_entry"  # the cross-mode entry point (see the module's docstring; harness.c calls it)
 LANE_MASK = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}  # a mask lane as wide as the data lane
 
 # double -> __fp16 in one correct rounding. clang compiles that cast to a call of __truncdfhf2, and the one it links
@@ -131,9 +136,15 @@ class ClangRenderer(CStyleLanguage):
 
   def render_kernel(self, name: str, kernel: list[str], bufs: list[tuple[str, PtrDType]], variables: list[str]) -> str:
     if self._split is None:
-      return self._typedefs + super().render_kernel(name, kernel, bufs, variables)
-    return self._typedefs + f"const int {outer_symbol(name)} = {self._split.src[1].arg};\n" + \
-      super().render_kernel(name, kernel, bufs, variables + [START, END])
+      src = self._typedefs + super().render_kernel(name, kernel, bufs, variables)
+    else:
+      src = self._typedefs + f"const int {outer_symbol(name)} = {self._split.src[1].arg};\n" + \
+        super().render_kernel(name, kernel, bufs, variables + [START, END])
+    if not self.cpu_target.cross:
+      return src
+    args = [f"b[{i}]" for i in range(len(bufs))] + [f"v[{i}]" for i in range(len(variables))]
+    args += [] if self._split is None else ["0", outer_symbol(name)]
+    return src + f"\nvoid {ENTRY}(void** b, const int* v) {{ {name}({', '.join(args)}); }}\n"
 
   def render_cast(self, x: str, dt: DType, from_dt: DType | None = None) -> str:
     if dt == dtypes.float16 and from_dt == dtypes.float64:

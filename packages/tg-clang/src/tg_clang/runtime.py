@@ -1,4 +1,4 @@
-"""Loading and calling compiled kernels through cffi (ABI mode)."""
+"""Loading and calling compiled kernels: through cffi (ABI mode), or in cross mode through the aarch64 harness."""
 from __future__ import annotations
 
 import functools
@@ -11,6 +11,7 @@ import cffi
 
 from tg.renderer.cpu import outer_symbol
 from tg.runtime.cpu import run_split
+from tg_clang.harness import Harness
 
 # cffi imports its C parser (pycparser) at the first FFI() and builds it at the first cdef. Both happen here, at
 # import, not in a kernel's first load: a Ctrl-C landing inside a first import leaves a half-made module behind
@@ -60,3 +61,39 @@ class ClangProgram:
     """The library's batch function `void name(void** bufs, const int* vals)` (see graph.py)."""
     self.ffi.cdef(f"void {name}(void** bufs, const int* vals);")
     return getattr(self.lib, name)
+
+
+class CrossProgram:
+  """One kernel built for another architecture (CPU_TARGET=aarch64 here), run by the device's harness under qemu-user
+  (tg_clang.harness): the renderer gave it `tg_entry(void** bufs, const int* vals)`, which calls the kernel, a split
+  one over its whole outer loop (one call, one thread: emulation is for numbers, not speed)."""
+
+  def __init__(self, harness: Harness, name: str, lib: bytes) -> None:
+    self.harness, self.name, self.lib = harness, name, lib
+    self.handle: tuple[int, int] | None = harness.load(lib, name)  # loaded now, so a bad object fails here, as dlopen does
+
+  def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (), local_size: tuple[int, ...] = (),
+               vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
+    st = time.perf_counter()
+    self.harness.run(self, bufs, vals)
+    return time.perf_counter() - st if wait else None
+
+  def __del__(self) -> None:
+    if self.handle is not None:
+      self.harness.free(self.handle)
+
+
+class CrossPrograms:
+  """The ProgramFactory of one CLANG instance in cross mode: its kernels share one harness, made with the first."""
+
+  def __init__(self) -> None:
+    self._harness: Harness | None = None
+
+  @property
+  def harness(self) -> Harness:
+    if self._harness is None:
+      self._harness = Harness()
+    return self._harness
+
+  def __call__(self, name: str, lib: bytes) -> CrossProgram:
+    return CrossProgram(self.harness, name, lib)

@@ -9,6 +9,7 @@ import importlib.util
 from tg.device import HostAllocator
 from tg.plugins import DeviceSpec, hookimpl, split_device
 from tg.renderer.cpu import native_vector_bytes
+from tg.renderer.cpu_target import cpu_target
 from tg.settings import Setting
 from tg_llvm.renderer import LLVMRenderer
 
@@ -21,6 +22,9 @@ LLVM_OPT = Setting("LLVM_OPT", 3, "the LLVM device's optimization level (2 compi
 def tg_device(device: str) -> DeviceSpec | None:
   if split_device(device)[0] != DEVICE:
     return None
+  if cpu_target().cross:
+    return DeviceSpec(available=f"CPU_TARGET={cpu_target().name}: LLVM builds and runs kernels for this host's architecture only; "
+                                "CLANG runs aarch64 kernels under qemu-user")
   if importlib.util.find_spec("llvmlite") is None:
     return DeviceSpec(available="llvmlite is not installed: `pip install llvmlite`")
   # llvmlite is imported only when the device opens, so a broken llvmlite is explained instead of breaking this import

@@ -8,7 +8,7 @@ import hashlib
 import llvmlite
 import llvmlite.binding as llvm
 
-from tg.renderer.cpu_target import cpu_target
+from tg.renderer.cpu_target import CROSS, cpu_target
 
 CODE_MODEL = "large"
 
@@ -34,6 +34,8 @@ def cpu_and_features() -> tuple[str, str]:
   """The CPU LLVM compiles for and its feature string: the host's, or CPU_TARGET's x86-64 level (whose name implies
   its features)."""
   _init()
+  if cpu_target().name in CROSS:  # CPU_TARGET=aarch64 on an aarch64 host (elsewhere the plugin refuses it): the baseline ISA
+    return "generic", "+neon"
   if (level := cpu_target().compiler_cpu) is not None:
     return level, ""
   return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()

@@ -5,7 +5,9 @@ FMA, caches and cores.
 microarchitecture levels `x86-64-v2` (SSE4.2), `x86-64-v3` (AVX2 + FMA) and `x86-64-v4` (AVX-512) build kernels for
 that level instead, so one machine can build and check what another runs (`CPU_TARGET=x86-64-v3` on an AVX-512
 machine gives the kernels an AVX2 laptop gets: the same tiles, 16 registers of 8 floats). A level the host can't run
-is refused with the flag it lacks, as its kernels would die of SIGILL. The compilers read `CPUTarget.compiler_cpu`
+is refused with the flag it lacks, as its kernels would die of SIGILL. `aarch64` is another architecture (NEON,
+armv8-a): on an aarch64 host it is native code for the baseline ISA; elsewhere the target is `cross` and only a
+device that can run foreign code takes it (tg-clang, under qemu-user: for correctness, not speed). The compilers read `CPUTarget.compiler_cpu`
 (a C compiler's -march, a code generator's target CPU); the heuristics (tg.codegen.heuristics) read the rest. `CPU_VECTOR_BYTES` and
 `CPU_CACHES` override single fields, whatever the target.
 """
@@ -21,7 +23,7 @@ from tg.settings import CPU_CACHES, CPU_TARGET, CPU_THREADS, CPU_VECTOR_BYTES, S
 
 @dataclass(frozen=True)
 class CPUTarget:
-  name: str  # `native` or an x86-64 level: what the compilers are asked for
+  name: str  # `native`, an x86-64 level or another architecture (CROSS): what the compilers are asked for
   arch: str  # x86_64, aarch64, ...
   isa: str  # the widest vector ISA kernels use: avx512, avx2, avx, sse, neon, none
   vector_bytes: int  # one vector register (0: no vectors)
@@ -40,7 +42,12 @@ class CPUTarget:
   @property
   def compiler_cpu(self) -> str | None:
     """The CPU name for the compilers (a C compiler's -march=, a code generator's target CPU), None for the host's own."""
-    return None if self.name == "native" else self.name
+    return None if self.name == "native" else CROSS[self.name][0] if self.name in CROSS else self.name
+
+  @property
+  def cross(self) -> bool:
+    """The target is another architecture than the host's: its kernels can't run here natively."""
+    return _family(self.arch) != _family(platform.machine())
 
   def describe(self) -> str:
     vec = f"{self.vector_registers} x {self.vector_bytes * 8}-bit registers" if self.vector_bytes else "no vectors"
@@ -56,6 +63,15 @@ HALF_LEVELS = ("x86-64-v3", "x86-64-v4")  # the levels that include F16C
 LEVEL_FLAGS = {"x86-64-v2": ("sse4_2", "popcnt"), "x86-64-v3": ("sse4_2", "popcnt", "avx2", "fma", "bmi2"),
                "x86-64-v4": ("sse4_2", "popcnt", "avx2", "fma", "bmi2", "avx512f", "avx512bw", "avx512vl", "avx512dq")}
 DEFAULT_CACHES = (32 << 10, 1 << 20, 8 << 20)  # where sysfs says nothing (macOS, containers without /sys): a common size
+# CPU_TARGET names of another architecture: the compilers' CPU (the ISA every CPU of it has), its vector ISA, width,
+# registers, FMA, and the caches assumed when the host isn't one (sysfs describes the host): a Neoverse N1's
+# (Graviton 2, Ampere Altra), a common server core. Every AArch64 CPU converts half <-> float in hardware
+CROSS = {"aarch64": ("armv8-a", "neon", 16, 32, True, (64 << 10, 1 << 20, 32 << 20))}
+ARCH_NAMES = {"AMD64": "x86_64", "arm64": "aarch64"}  # platform.machine()'s other spellings of an architecture
+
+
+def _family(machine: str) -> str:
+  return ARCH_NAMES.get(machine, machine)
 
 
 def _cpu_flags() -> list[str]:
@@ -104,9 +120,10 @@ def _sysfs_caches() -> tuple[int, int, int]:
   return (found.get(1, DEFAULT_CACHES[0]), found.get(2, DEFAULT_CACHES[1]), found.get(3, DEFAULT_CACHES[2]))
 
 
-def _caches() -> tuple[int, int, int]:
+def _caches(assumed: tuple[int, int, int] | None = None) -> tuple[int, int, int]:
+  """CPU_CACHES, else `assumed` (a target that isn't the host), else the host's (sysfs)."""
   if not (text := CPU_CACHES.value):
-    return _sysfs_caches()
+    return assumed or _sysfs_caches()
   try:
     sizes = tuple(_size(x) for x in text.split(","))
   except ValueError:
@@ -133,6 +150,7 @@ def _native(arch: str, flags: list[str]) -> tuple[str, int, int, bool]:
 def cpu_target() -> CPUTarget:
   """The target CPU devices compile for now (CPU_TARGET, read when the first CPU device opens)."""
   name, arch, flags = CPU_TARGET.value or "native", platform.machine(), _cpu_flags()
+  assumed: tuple[int, int, int] | None = None  # the caches of a target that isn't the host
   if name == "native":
     isa, vector_bytes, registers, fma = _native(arch, flags)
   elif name in LEVELS:
@@ -142,13 +160,17 @@ def cpu_target() -> CPUTarget:
       raise SettingError(f"CPU_TARGET={name} needs {', '.join(missing)}, which this CPU lacks (its kernels would die of SIGILL): "
                          f"pick a lower level or native")
     _, isa, vector_bytes, registers, fma = LEVELS[name]
+  elif name in CROSS:
+    # no host check: a device that can't run the architecture says so itself (tg-clang runs it under qemu-user)
+    _, isa, vector_bytes, registers, fma, caches = CROSS[name]
+    assumed, arch = (None if _family(arch) == name else caches), name
   else:
     CPU_TARGET.check(name)  # raises: a name that is neither native nor a level
     raise AssertionError(f"CPU_TARGET {name!r} has no description")
   if (forced := CPU_VECTOR_BYTES.value) >= 0:
     vector_bytes = forced
-  half = name in HALF_LEVELS if name != "native" else ("f16c" in flags or arch in ("aarch64", "arm64"))
-  l1d, l2, l3 = _caches()
+  half = name in HALF_LEVELS if name in LEVELS else ("f16c" in flags or _family(arch) == "aarch64")
+  l1d, l2, l3 = _caches(assumed)
   return CPUTarget(name, arch, isa, vector_bytes, registers, fma, half, l1d, l2, l3)
 
 
