@@ -31,7 +31,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from tg import Device, Tensor, TinyJit, Variable, dtypes
-from tg.nn import Embedding, LayerNorm
+from tg.nn import Embedding, LayerNorm, Linear
 from tg.nn.state import get_state_dict, load_state_dict, safe_load, torch_load
 from tg.shape.symbolic import Node
 
@@ -81,21 +81,9 @@ ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
 }
 
 
-class Conv1D:
-  """Hugging Face's Conv1D: a linear layer whose weight is stored (in, out), transposed from nn.Linear's (out, in),
-  so y = x @ W + b. Keeping that layout lets checkpoints load without a transposed copy of every weight."""
-
-  def __init__(self, n_in: int, n_out: int) -> None:
-    self.weight = Tensor.empty(n_in, n_out)  # filled by load_state_dict; a GPT-2 is never trained here
-    self.bias = Tensor.zeros(n_out)
-
-  def __call__(self, x: Tensor) -> Tensor:
-    return x.linear(self.weight, self.bias)
-
-
 class Attention:
   def __init__(self, cfg: GPT2Config, layer_idx: int, max_context: int) -> None:
-    self.c_attn, self.c_proj = Conv1D(cfg.n_embd, 3 * cfg.n_embd), Conv1D(cfg.n_embd, cfg.n_embd)
+    self.c_attn, self.c_proj = Linear(cfg.n_embd, 3 * cfg.n_embd), Linear(cfg.n_embd, cfg.n_embd)
     self.n_head, self.head_dim, self.max_context = cfg.n_head, cfg.n_embd // cfg.n_head, max_context
     self.scale = (1 / math.sqrt(self.head_dim) if cfg.scale_attn_weights else 1.0) / (layer_idx + 1 if cfg.scale_attn_by_inverse_layer_idx else 1)
     self.cache_kv: Tensor | None = None  # (2, batch, heads, max_context, head_dim), made on the first call
@@ -121,7 +109,7 @@ class Attention:
 class MLP:
   def __init__(self, cfg: GPT2Config) -> None:
     inner = cfg.n_inner or 4 * cfg.n_embd
-    self.c_fc, self.c_proj, self.act = Conv1D(cfg.n_embd, inner), Conv1D(inner, cfg.n_embd), ACTIVATIONS[cfg.activation_function]
+    self.c_fc, self.c_proj, self.act = Linear(cfg.n_embd, inner), Linear(inner, cfg.n_embd), ACTIVATIONS[cfg.activation_function]
 
   def __call__(self, x: Tensor) -> Tensor:
     return self.c_proj(self.act(self.c_fc(x)))
@@ -209,6 +197,8 @@ class GPT2:
 # ---------- loading a Hugging Face checkpoint ----------
 
 HF_BUFFERS = (".attn.bias", ".attn.masked_bias")  # causal-mask buffers older checkpoints store: the mask is computed here
+# Hugging Face's GPT-2 computes these layers with its Conv1D, whose weight is stored (in, out): nn.Linear's transposed
+CONV1D_WEIGHTS = (".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight")
 
 
 def _read_weights(model_dir: str) -> dict[str, Tensor]:
@@ -237,18 +227,30 @@ def load_gpt2(model_dir: str, max_context: int | None = None) -> GPT2:
   if not os.path.isfile(config_path):
     raise FileNotFoundError(f"{model_dir} has no config.json: it is not a Hugging Face model directory")
   model = GPT2(GPT2Config.from_json(config_path), max_context)
+  load_hf_weights(model, _read_weights(model_dir), where=model_dir)
+  return model
+
+
+def load_hf_weights(model: GPT2, weights: dict[str, Tensor], where: str = "the weights") -> None:
+  """Fill `model` with a Hugging Face GPT-2 state dict (names as in its checkpoints, Conv1D weights (in, out)).
+
+  The Conv1D weights are transposed into nn.Linear's (out, in) once here: a decode step multiplies one token's
+  vector by every weight, and with each output's weights contiguous along the reduction that matvec streams the
+  weights at memory speed (about 1.5x faster than through the (in, out) layout on CLANG)."""
+  want = get_state_dict(model)
   state: dict[str, Tensor] = {}
-  for name, t in _read_weights(model_dir).items():
+  for name, t in weights.items():
     if name.endswith(HF_BUFFERS) or (name == "lm_head.weight" and model.config.tie_word_embeddings):
       continue
-    state[name if name.startswith(("transformer.", "lm_head.")) else f"transformer.{name}"] = t
-  want = get_state_dict(model)
+    name = name if name.startswith(("transformer.", "lm_head.")) else f"transformer.{name}"
+    if name.endswith(CONV1D_WEIGHTS) and name in want:
+      t = t.to(want[name].device).T.contiguous()
+    state[name] = t
   missing, unexpected = sorted(set(want) - set(state)), sorted(set(state) - set(want))
   if missing or unexpected:
-    raise ValueError(f"{model_dir}: the weights don't match config.json's GPT-2: missing {missing[:8]}{' ...' if len(missing) > 8 else ''}, "
+    raise ValueError(f"{where}: the weights don't match config.json's GPT-2: missing {missing[:8]}{' ...' if len(missing) > 8 else ''}, "
                      f"unexpected {unexpected[:8]}{' ...' if len(unexpected) > 8 else ''}")
   load_state_dict(model, state)
-  return model
 
 
 # ---------- sampling and generation ----------
