@@ -18,6 +18,8 @@
                            an x86-64 machine (skipped on an aarch64 host, where the backend sessions run NEON natively)
   opencl                   the out-of-tree example examples/plugins/tg-opencl (PoCL from PyPI), installed as a third party
                            would: its own tests and the conformance kit, from a temporary directory
+  models                   the model examples against Hugging Face transformers on CLANG (tests/models: GPT-2's logits, greedy
+                           tokens, KV cache and jitted decode on a tiny random checkpoint), then examples/gpt2.py run once on one
 
 Each test session makes a fresh venv, installs tg-core and the backend from this working tree (plus
 the toy third-party plugin used by the plugin tests), checks that the device registered and is
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "types", "tests", "cpu_targets", "aarch64", "opencl"]
+nox.options.sessions = ["lint", "types", "tests", "cpu_targets", "aarch64", "opencl", "models"]
 nox.options.reuse_existing_virtualenvs = False
 
 CORE = "packages/tg-core"
@@ -94,10 +96,10 @@ def cpu_targets(session: nox.Session) -> None:
       session.run("pytest", *tests, f"--tg-device={device}", "-q", *session.posargs, env={"CPU_TARGET": level})
 
 
-# the kernel tests that run under qemu within the session's budget (a few minutes on 2 cores, compiles included);
-# test_jit.py: TinyJit without a graph, kernel by kernel, as cross mode replays
-AARCH64_TESTS = [f"{CORE}/tests/{t}" for t in ("test_ops.py", "test_matmul_packing.py", "test_vectorize.py", "test_cpu_target.py",
-                                               "test_kernel_opts.py", "reliability/test_sum_accuracy.py", "test_jit.py")]
+# under qemu: the kernel tests of the CPU targets, TinyJit without a graph (kernel by kernel, as cross mode replays) and
+# the dtypes (half in hardware): about 2.5 minutes on 2 cores with every kernel compiled afresh (test_ops_more.py
+# alone would add 4)
+AARCH64_TESTS = [f"{CORE}/tests/{t}" for t in [*TARGET_TESTS, "test_jit.py", "test_dtype.py"]]
 
 
 @nox.session
@@ -189,3 +191,16 @@ def opencl(session: nox.Session) -> None:
   session.run("python", "-c", "import tg_opencl, tg.conformance as k; assert all('site-packages' in m.__file__ for m in (tg_opencl, k))")
   session.run("pytest", tests, "-q", f"--rootdir={os.path.dirname(tests)}")
   session.run("pytest", "-p", "tg.testing", "--pyargs", "tg.conformance", "--tg-device=OPENCL", "-q", *session.posargs)
+
+
+@nox.session
+def models(session: nox.Session) -> None:
+  """examples/ models checked against transformers (CPU torch, the same pin as the tests), then the GPT-2 example's
+  command line on a tiny random checkpoint written by tests/models/tiny_gpt2.py (no weights can be downloaded in CI)."""
+  session.install("pytest", "torch==2.13.0", "transformers", "safetensors")
+  session.install(f"./{CORE}", "./packages/tg-clang")
+  session.run("pytest", "tests/models", "--tg-device=CLANG", "-q", *session.posargs)
+  tiny = f"{session.create_tmp()}/tiny-gpt2"
+  session.run("python", "tests/models/tiny_gpt2.py", tiny)
+  session.run("python", "examples/gpt2.py", "--model", tiny, "--prompt-ids", "1,2,3", "--count", "8", "--greedy", env={"DEVICE": "CLANG"})
+
