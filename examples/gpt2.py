@@ -5,17 +5,19 @@
   DEVICE=CLANG python examples/gpt2.py --model DIR --prompt "The meaning of life is" --temperature 0.8 --top-p 0.9 --seed 1
 
 DIR is a Hugging Face model directory: config.json and model.safetensors (or pytorch_model.bin), as written by
-`save_pretrained` or downloaded with `huggingface-cli download gpt2 --local-dir DIR` (gpt2, gpt2-medium, gpt2-large,
-gpt2-xl, distilgpt2 all work). tg ships no tokenizer: text prompts are tokenized by `tokenizers` (tokenizer.json, or
-vocab.json + merges.txt, in DIR) when it is installed, else byte by byte (each byte is its own GPT-2 token, which
-the model reads less well; the program says so).
+`save_pretrained` or downloaded with huggingface_hub's `hf download gpt2 --local-dir DIR` (`huggingface-cli download`
+before its 1.0; gpt2, gpt2-medium, gpt2-large, gpt2-xl and distilgpt2 all work). tg ships no tokenizer: text prompts
+are tokenized by `tokenizers` (tokenizer.json, or vocab.json + merges.txt, in DIR) when it is installed, else byte by
+byte (each byte is its own GPT-2 token, which the model reads less well; the program says so). Information goes to
+stderr; stdout gets the text (prompt included) or, with --prompt-ids, the token ids on one line.
 
 The model is importable (`from examples.gpt2 import GPT2, load_gpt2, generate`) and keeps Hugging Face's parameter
-names, so the checkpoint's tensors load by name. How it runs: the prompt goes through the model in one call (the
-prefill), which writes every layer's keys and values into a cache preallocated for the whole context; then each new
-token is one call of a decode step that reads the cache up to `start_pos` and writes its own keys and values at
-`start_pos`. The decode step runs under TinyJit with `start_pos` (and the token) as bound Variables, so one captured
-set of kernels serves every position: nothing is compiled after the second step.
+names, so the checkpoint's tensors load by name (the Conv1D weights transposed into nn.Linear's layout). How it runs:
+the prompt goes through the model in one call (the prefill), which writes every layer's keys and values into a cache
+preallocated for the whole context; then each new token is one call of a decode step that reads the cache up to
+`start_pos` and writes its own keys and values at `start_pos`. The decode step runs under TinyJit with `start_pos`
+(and the token) as bound Variables, so one captured set of kernels serves every position: nothing is compiled after
+the second step.
 """
 from __future__ import annotations
 
@@ -213,7 +215,7 @@ def _read_weights(model_dir: str) -> dict[str, Tensor]:
   if os.path.isfile(bin_):
     return torch_load(bin_)
   raise FileNotFoundError(f"{model_dir} has no weights: expected model.safetensors (or model.safetensors.index.json with its shards, or "
-                          "pytorch_model.bin); download a checkpoint with `huggingface-cli download gpt2 --local-dir DIR`")
+                          "pytorch_model.bin); download a checkpoint with `hf download gpt2 --local-dir DIR` (pip install huggingface_hub)")
 
 
 def load_gpt2(model_dir: str, max_context: int | None = None) -> GPT2:
@@ -221,8 +223,8 @@ def load_gpt2(model_dir: str, max_context: int | None = None) -> GPT2:
   Names may carry GPT2LMHeadModel's `transformer.` prefix or not (GPT2Model's); `lm_head.weight` may be missing (it is
   wte's, tied); the attention-mask buffers old checkpoints store are ignored."""
   if not os.path.isdir(model_dir):
-    raise FileNotFoundError(f"model directory {model_dir!r} does not exist; get one with `huggingface-cli download gpt2 --local-dir {model_dir}` "
-                            "(or `save_pretrained` in transformers)")
+    raise FileNotFoundError(f"model directory {model_dir!r} does not exist; get one with `hf download gpt2 --local-dir {model_dir}` "
+                            "(pip install huggingface_hub; `huggingface-cli download` before its 1.0), or `save_pretrained` in transformers")
   config_path = os.path.join(model_dir, "config.json")
   if not os.path.isfile(config_path):
     raise FileNotFoundError(f"{model_dir} has no config.json: it is not a Hugging Face model directory")

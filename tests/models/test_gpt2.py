@@ -67,6 +67,7 @@ def test_greedy_tokens_and_decode_logits_match_transformers(checkpoint: tuple[st
     seq += new
   assert seq[len(PROMPT):] == hf_greedy(hf, PROMPT, COUNT)
   assert gpt2.generate(model, PROMPT, COUNT) == seq[len(PROMPT):]
+  assert gpt2.generate(model, [42], 6) == hf_greedy(hf, [42], 6)  # a one-token prompt: a prefill of one at position 0
   assert len(set(seq[len(PROMPT):])) > 3, "the random model repeats one token: the comparison would mean little"
 
 
@@ -127,7 +128,7 @@ def test_checkpoint_variants_load(checkpoint: tuple[str, object], tmp_path: str)
 
 
 def test_load_errors(checkpoint: tuple[str, object], tmp_path: str) -> None:
-  with pytest.raises(FileNotFoundError, match=r"does not exist.*huggingface-cli download"):
+  with pytest.raises(FileNotFoundError, match=r"does not exist.*hf download gpt2"):
     gpt2.load_gpt2(os.path.join(tmp_path, "nowhere"))
   with pytest.raises(FileNotFoundError, match=r"no config\.json"):
     gpt2.load_gpt2(str(tmp_path))
