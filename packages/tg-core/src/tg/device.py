@@ -288,8 +288,11 @@ class _Device:
 Device = _Device()
 
 
-def is_dtype_supported(dtype: DType, device: str | None = None) -> bool:
-  """Whether kernels on `device` (default: Device.DEFAULT) can compute with `dtype` (natively or emulated by core)."""
+def is_dtype_supported(dtype: DType, device: str | tuple[str, ...] | None = None) -> bool:
+  """Whether kernels on `device` (default: Device.DEFAULT; a sharded tensor's tuple: on each) can compute with `dtype`
+  (natively or emulated by core)."""
+  if isinstance(device, tuple):
+    return all(is_dtype_supported(dtype, d) for d in device)
   renderer = Device[device or Device.DEFAULT].renderer
   return renderer is None or dtype.scalar() not in renderer.missing_dtypes
 

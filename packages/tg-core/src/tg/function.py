@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from tg.dtype import DType, dtypes
 from tg.helpers import argsort
 from tg.lazy import LazyBuffer
+from tg.multi import MultiLazyBuffer
 from tg.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
 from tg.shape.symbolic import sint
 
@@ -62,12 +63,24 @@ class ContiguousBackward(Function):
 
 
 class Copy(Function):
-  """A copy to another device; the gradient is copied back to the source's device."""
+  """A copy to another device; the gradient is copied back to the source's device (split again as the source was)."""
   def forward(self, x: LazyBuffer, device: str) -> LazyBuffer:
-    self.src_device = x.device
+    self.src_device, self.src_axis = x.device, getattr(x, "axis", None)
     return x.copy_to_device(device)
 
-  def backward(self, grad: LazyBuffer) -> LazyBuffer: return grad.copy_to_device(self.src_device)
+  def backward(self, grad: LazyBuffer) -> LazyBuffer:
+    if isinstance(self.src_device, tuple):  # the source was sharded
+      return MultiLazyBuffer.from_sharded(grad, self.src_device, self.src_axis)  # type: ignore[return-value]
+    return grad.copy_to_device(self.src_device)
+
+
+class Shard(Function):
+  """One device's value on several devices (Tensor.shard); the gradient is put back together on the source's device."""
+  def forward(self, x: LazyBuffer, devices: tuple[str, ...], axis: int | None) -> MultiLazyBuffer:  # type: ignore[override]
+    self.src_device = x.device
+    return MultiLazyBuffer.from_sharded(x, devices, axis)
+
+  def backward(self, grad: MultiLazyBuffer) -> LazyBuffer: return grad.copy_to_device(self.src_device)
 
 
 class Cast(Function):
@@ -217,7 +230,7 @@ def _pow(b: LazyBuffer, e: LazyBuffer) -> LazyBuffer:
   small = _abs(e).e(BinaryOps.CMPLT, e.const(2.0 ** (mantissa + 1)))
   e_small = small.e(TernaryOps.WHERE, e, e.const(0))
   e_int = e_small.cast(dtypes.int64 if b.dtype == dtypes.float64 else dtypes.int32)
-  is_int = small.e(TernaryOps.WHERE, _not(e_int.cast(e.dtype).e(BinaryOps.CMPNE, e_small)), LazyBuffer.full(True, e.shape, dtypes.bool, e.device))
+  is_int = small.e(TernaryOps.WHERE, _not(e_int.cast(e.dtype).e(BinaryOps.CMPNE, e_small)), small.const(True))
   odd = e_int.e(BinaryOps.AND, e_int.const(1)).e(BinaryOps.CMPNE, e_int.const(0))
   mag = e.e(BinaryOps.MUL, _abs(b).e(UnaryOps.LOG2)).e(UnaryOps.EXP2)
   signed = odd.e(TernaryOps.WHERE, mag.e(UnaryOps.NEG), mag)
@@ -244,7 +257,7 @@ class Pow(Function):
       db = e.e(BinaryOps.CMPNE, e.const(0)).e(TernaryOps.WHERE, d, d.const(0)).e(BinaryOps.MUL, grad)
     if self.needs_input_grad[1]:
       d = self.ret.e(BinaryOps.MUL, b.e(UnaryOps.LOG2).e(BinaryOps.MUL, b.const(math.log(2))))
-      true = LazyBuffer.full(True, b.shape, dtypes.bool, b.device)
+      true = b.const(True).cast(dtypes.bool)  # (on b's device, or devices)
       keep = b.e(BinaryOps.CMPNE, b.const(0)).e(TernaryOps.WHERE, true, e.e(BinaryOps.CMPLT, e.const(0)))
       de = keep.e(TernaryOps.WHERE, d, d.const(0)).e(BinaryOps.MUL, grad)
     return db, de

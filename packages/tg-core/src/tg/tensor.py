@@ -3,6 +3,7 @@ touches a device directly (data moves in and out through Buffers, compute throug
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -16,6 +17,7 @@ from tg.engine.schedule import ScheduleItem, create_schedule
 from tg.errors import AxisError, DTypeError, GradientError, ShapeError, TgArgumentError
 from tg.helpers import argfix, prod
 from tg.lazy import LazyBuffer
+from tg.multi import MultiLazyBuffer
 from tg.ops import MetaOps
 from tg.shape.symbolic import Node, Variable, bound_value, sint
 from tg.tensor_index import IndexingMixin
@@ -31,9 +33,41 @@ def _concrete(x: sint) -> int:
   return x if isinstance(x, int) else bound_value(x)
 
 
-def _run(lbs: list[LazyBuffer]) -> None:
+def _parts(lbs: Sequence[LazyBuffer | MultiLazyBuffer]) -> list[LazyBuffer]:
+  """The LazyBuffers behind tensors' data: a sharded tensor's part on each of its devices."""
+  return [x for lb in lbs for x in (lb.lbs if isinstance(lb, MultiLazyBuffer) else (lb,))]
+
+
+def _multi_data(data: Any, device: str | tuple[str, ...] | list[str] | None, dtype: DType | None) -> LazyBuffer | MultiLazyBuffer:
+  """A Tensor's data when it is sharded, or asked to be on several devices: given devices take the whole value on each
+  (Tensor.shard splits it)."""
+  if isinstance(data, MultiLazyBuffer):
+    if device is not None and tuple(Device.canonicalize(d) for d in (device if isinstance(device, (tuple, list)) else (device,))) != data.device:
+      raise RuntimeError(f"a tensor sharded over {data.device} can't be made on {device}: use .to() or .shard()")
+    return data if dtype is None or dtype == data.dtype else data.cast(dtype)
+  assert isinstance(device, (tuple, list))
+  devices = tuple(Device.canonicalize(d) for d in device)
+  if not devices:
+    raise ValueError("a tensor on several devices needs at least one device")
+  lb = Tensor(data, device=devices[0], dtype=dtype).lazydata
+  assert isinstance(lb, LazyBuffer)
+  return MultiLazyBuffer.from_sharded(lb, devices, None)
+
+
+def _on_devices(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+  """A creation function asked for several devices (`device=(...)`): made on the first, then whole on each, as tinygrad's."""
+  @functools.wraps(fn)
+  def wrapper(*args: Any, **kwargs: Any) -> Tensor:
+    if isinstance(device := kwargs.get("device"), (tuple, list)):
+      ret = fn(*args, **{**kwargs, "device": device[0]})
+      return Tensor(ret.lazydata, device=tuple(device), requires_grad=ret.requires_grad)
+    return fn(*args, **kwargs)
+  return wrapper
+
+
+def _run(lbs: Sequence[LazyBuffer | MultiLazyBuffer]) -> None:
   """Realize `lbs`, with the zero-divisor checks of the integer divisions they depend on (tg.divcheck)."""
-  todo, guards = divcheck.with_guards(lbs)
+  todo, guards = divcheck.with_guards(_parts(lbs))
   run_schedule(create_schedule(todo))
   divcheck.check(guards)
 
@@ -162,13 +196,17 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   _seed: ClassVar[int] = 0
   _rng_states: ClassVar[dict[str, Tensor]] = {}
 
-  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None) -> None:
+  def __init__(self, data: Any, device: str | tuple[str, ...] | None = None, dtype: DType | str | None = None,
+               requires_grad: bool | None = None) -> None:
     dtype = to_dtype(dtype) if dtype is not None else None
-    # a LazyBuffer stays where it is unless a device is asked for; other data goes to the default device
-    device = data.device if device is None and isinstance(data, LazyBuffer) else Device.canonicalize(device)
     self.grad: Tensor | None = None
     self.requires_grad: bool | None = requires_grad
     self._ctx: F.Function | None = None
+    if isinstance(device, (tuple, list)) or isinstance(data, MultiLazyBuffer):
+      self.lazydata: LazyBuffer | MultiLazyBuffer = _multi_data(data, device, dtype)
+      return
+    # a LazyBuffer stays where it is unless a device is asked for; other data goes to the default device
+    device = data.device if device is None and isinstance(data, LazyBuffer) else Device.canonicalize(device)
     if isinstance(data, LazyBuffer):
       lb = data if dtype is None or dtype == data.dtype else data.cast(dtype)
     elif type(data).__module__ == "numpy":
@@ -213,7 +251,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return _concrete(self.shape[0])
 
   @property
-  def device(self) -> str: return self.lazydata.device
+  def device(self) -> str:
+    """The device's name; for a sharded tensor (Tensor.shard), the tuple of its devices' names (as tinygrad's)."""
+    return self.lazydata.device  # type: ignore[return-value]  # (typed str: what every tensor but a sharded one has)
   @property
   def shape(self) -> tuple[sint, ...]: return self.lazydata.shape
   @property
@@ -243,6 +283,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def _contiguous_buffer(self) -> Buffer:
     """A realized buffer whose first numel() elements are this tensor's, in row-major order."""
     lb = self.lazydata
+    assert isinstance(lb, LazyBuffer), "a sharded tensor's data is read gathered (see data())"
     if lb.base.realized is None:
       _run([lb])
     if not lb.st.contiguous:  # a view that isn't a prefix of its base's memory: copy it out in order
@@ -252,6 +293,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
 
   def data(self) -> memoryview:
     """This tensor's bytes on the host (bfloat16 as its raw 16-bit words)."""
+    if isinstance(self.lazydata, MultiLazyBuffer):  # sharded: put together on its first device
+      return self.to(self.lazydata.device[0]).data()
     if any(isinstance(s, Node) for s in self.shape):
       raise RuntimeError(f"reading a tensor needs a concrete shape, not {self.shape}: reshape to the bound sizes first")
     n = prod(self.shape)
@@ -272,7 +315,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       raise TgArgumentError(f"item() needs a tensor with one element, this one has shape {self.shape}")
     return self.numpy().reshape(()).item()  # type: ignore[no-any-return]
 
-  def to(self, device: str | None) -> Tensor:
+  def to(self, device: str | tuple[str, ...] | None) -> Tensor:
+    if isinstance(device, (tuple, list)):  # several devices: the whole value on each (as tinygrad's)
+      devices = tuple(Device.canonicalize(d) for d in device)
+      return self if isinstance(self.lazydata, MultiLazyBuffer) and self.lazydata.device == devices else self.shard(devices)
     device = Device.canonicalize(device)
     if device == self.device:
       return self
@@ -281,6 +327,24 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     if self.grad is not None:
       ret.grad = self.grad.to(device)
     return ret
+
+  def shard(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> Tensor:
+    """This tensor on several devices (tinygrad's): whole on each with axis None, else split along `axis` into equal
+    parts, the i-th on devices[i]. Every op then runs on each device's part; gradients flow back to this tensor."""
+    if isinstance(self.lazydata, MultiLazyBuffer):
+      raise RuntimeError(f"this tensor is already sharded over {self.lazydata.device}: use .to(device) to gather it first")
+    if not isinstance(devices, (tuple, list)) or not devices:
+      raise TypeError(f"shard() takes a tuple of devices, not {devices!r}")
+    return F.Shard.apply(self, devices=tuple(Device.canonicalize(d) for d in devices),  # type: ignore[no-any-return]
+                         axis=None if axis is None else self._resolve_axis(axis))
+
+  def shard_(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> Tensor:
+    """Shard this tensor in place (its data, and its gradient if it has one): for a model's parameters."""
+    sharded = self.shard(devices, axis)
+    if self.grad is not None:
+      self.grad = self.grad.shard(devices, axis)
+    self.lazydata = sharded.lazydata
+    return self
 
   def assign(self, x: Tensor | Scalar) -> Tensor:
     """Give this tensor a new value (same shape and dtype), keeping its identity for those holding it.
@@ -296,8 +360,14 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     if x.shape != self.shape or x.dtype != self.dtype or x.device != self.device:
       raise ValueError(f"assign of {x.shape} {x.dtype} on {x.device} to {self.shape} {self.dtype} on {self.device}: they must match")
     lb = self.lazydata
-    if x._ctx is None and lb.base.realized is not None and (lb.base is lb or lb.writable_view()):
-      self.lazydata = lb.assign(x.lazydata)
+    if isinstance(lb, MultiLazyBuffer) and isinstance(x.lazydata, MultiLazyBuffer) and x._ctx is None:
+      if lb.realized:
+        self.lazydata = lb.assign(x.lazydata)
+        return self
+      x = Tensor(x.lazydata.to_axis(lb.axis), requires_grad=x.requires_grad)  # the tensor stays split as it was
+    elif isinstance(lb, LazyBuffer) and isinstance(xl := x.lazydata, LazyBuffer) and x._ctx is None and lb.base.realized is not None \
+        and (lb.base is lb or lb.writable_view()):
+      self.lazydata = lb.assign(xl)
       return self
     if x._ctx is not None:
       # the new value is part of the autograd graph (an in-place op on a non-leaf, as torch records it): the old
@@ -350,12 +420,12 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     by zero (tg.divcheck). `seen` (tinygrad's buffers already scheduled) must be empty: tg schedules a graph in one go."""
     if seen:
       raise NotImplementedError("schedule(seen=...) with buffers already scheduled: realize the earlier schedule first")
-    schedule = create_schedule([t.lazydata for t in (self, *lst)])
+    schedule = create_schedule(_parts([t.lazydata for t in (self, *lst)]))
     var_vals: dict[Variable, int] = {}
     for si in schedule:
       var_vals.update(si.var_vals)
     if seen is not None:
-      seen.update(t.lazydata.base for t in (self, *lst))
+      seen.update(lb.base for lb in _parts([t.lazydata for t in (self, *lst)]))
     return schedule, var_vals
 
   def schedule(self, *lst: Tensor, seen: set[LazyBuffer] | None = None) -> list[ScheduleItem]:
@@ -367,6 +437,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
 
   # ---------- creation ----------
   @staticmethod
+  @_on_devices
   def full(shape: sint | tuple[sint, ...], fill_value: Scalar, **kwargs: Any) -> Tensor:
     shape = argfix(shape)
     if not all(isinstance(s, (int, Node)) and not isinstance(s, bool) for s in shape) or any(isinstance(s, int) and s < 0 for s in shape):
@@ -386,7 +457,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   def empty(*shape: Any, **kwargs: Any) -> Tensor:
     dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
-    lb = LazyBuffer.metaop(MetaOps.EMPTY, argfix(*shape), dtype, Device.canonicalize(kwargs.pop("device", None)))
+    if isinstance(device := kwargs.pop("device", None), (tuple, list)):  # uninitialized memory on each device
+      return Tensor(MultiLazyBuffer([Tensor.empty(*shape, dtype=dtype, device=d).lazydata for d in device], None), **kwargs)  # type: ignore[misc]
+    lb = LazyBuffer.metaop(MetaOps.EMPTY, argfix(*shape), dtype, Device.canonicalize(device))
     return Tensor(lb, **kwargs)
 
   @staticmethod
@@ -401,6 +474,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return windows.sum(1) - 1
 
   @staticmethod
+  @_on_devices
   def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, **kwargs: Any) -> Tensor:
     if stop is None:
       start, stop = 0, start
@@ -425,6 +499,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return Tensor(ret.cast(dtype).lazydata, device=device, **kwargs)
 
   @staticmethod
+  @_on_devices
   def eye(n: int, m: int | None = None, **kwargs: Any) -> Tensor:
     m = n if m is None else m
     dtype = kwargs.pop("dtype", dtypes.default_float)
@@ -436,6 +511,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return Tensor(ones[:n, :m].lazydata, **kwargs)
 
   @staticmethod
+  @_on_devices
   def linspace(start: float, stop: float, steps: int, **kwargs: Any) -> Tensor:
     if steps < 0:
       raise TgArgumentError(f"linspace needs steps >= 0, got {steps}")
@@ -489,6 +565,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return x ^ x.rshift(16)
 
   @staticmethod
+  @_on_devices
   def rand(*shape: Any, **kwargs: Any) -> Tensor:
     """Uniform in [0, 1)."""
     shape = argfix(*shape)
@@ -499,6 +576,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return Tensor(u.reshape(shape).cast(dtype).lazydata, device=device, **kwargs)
 
   @staticmethod
+  @_on_devices
   def randn(*shape: Any, **kwargs: Any) -> Tensor:
     """Standard normal, by the Box-Muller transform of two uniforms."""
     shape = argfix(*shape)
@@ -510,11 +588,13 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return Tensor(z.reshape(shape).cast(dtype).lazydata, device=device, **kwargs)
 
   @staticmethod
+  @_on_devices
   def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, **kwargs: Any) -> Tensor:
     dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
     return Tensor((Tensor.rand(*shape, device=kwargs.pop("device", None)) * (high - low) + low).cast(dtype).lazydata, **kwargs)
 
   @staticmethod
+  @_on_devices
   def randint(*shape: Any, low: int = 0, high: int = 10, **kwargs: Any) -> Tensor:
     """Uniform integers in [low, high)."""
     if high <= low:
@@ -524,6 +604,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return Tensor((u * (high - low)).cast(dtypes.int32).add(low).cast(dtype).lazydata, **kwargs)
 
   @staticmethod
+  @_on_devices
   def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
     dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
     return Tensor((Tensor.randn(*shape, device=kwargs.pop("device", None)) * std + mean).cast(dtype).lazydata, **kwargs)
@@ -868,7 +949,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       # a constant already of x's shape and of the result's dtype (least_upper_dtype(x.dtype, dt) is dt): no reshape,
       # expand or cast to build, which are most of the Python an op with a scalar costs
       x = x.cast(dt)
-      c = Tensor(LazyBuffer.full(y, x.shape, dt, x.device))
+      c = Tensor(x.lazydata.const(y))
       return (c, x) if reverse else (x, c)
     if y.device != x.device:
       raise RuntimeError(f"tensors are on different devices: {x.device} and {y.device}; move one with .to()")
@@ -922,7 +1003,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
           raise ZeroDivisionError("integer division or modulo by zero")
       else:
         flag = (d == 0).any().contiguous()
-        divcheck.guard(q.lazydata, flag.lazydata)  # every result below is computed from q
+        # every result below is computed from q; a sharded q is guarded part by part (the flag is on every device)
+        flags = flag.lazydata.to_axis(None).lbs if isinstance(flag.lazydata, MultiLazyBuffer) else [flag.lazydata]
+        for qp, fp in zip(_parts([q.lazydata]), flags):
+          divcheck.guard(qp, fp)
     if floor and not (dtypes.is_unsigned(a.dtype) or a.dtype == dtypes.bool):
       # C's quotient is one above the floor where the remainder is nonzero and its sign differs from the divisor's
       r = a - q * b  # C's %, from the quotient: one integer division, not two (CPUs have no vector integer division)
@@ -1044,7 +1128,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def _shift(self, op: Any, bits: int) -> Tensor:
     if not dtypes.is_int(self.dtype):
       raise DTypeError(f"bit shifts need an integer tensor, not {self.dtype}")
-    return Tensor(self.lazydata.e(op, self.lazydata.const(bits)), device=self.device)
+    lb = self.lazydata
+    return Tensor(lb.e(op, lb.const(bits)))  # type: ignore[arg-type]  # (a MultiLazyBuffer's const is a MultiLazyBuffer)
 
   def xor(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
     a, b = self._broadcasted(x, reverse)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tg.dtype import dtypes
 from tg.errors import IndexShapeError, ShapeError
+from tg.lazy import LazyBuffer
 from tg.shape.symbolic import Node, sint
 
 if TYPE_CHECKING:
@@ -58,10 +59,13 @@ def _writable_target(t: Tensor, indices: Any) -> Tensor | None:
   """t[indices] as a view that writes into t's realized buffer, or None when t has no buffer of its own to write."""
   t.realize()
   lb = t.lazydata
+  if not isinstance(lb, LazyBuffer):  # sharded: written by building the new value (no view writes across devices)
+    return None
   if lb.base.realized is None or not (lb.base is lb or lb.writable_view()):
     return None
   target = t[indices]
-  return target if target.lazydata.base is lb.base and target.lazydata.writable_view() else None
+  tl = target.lazydata
+  return target if isinstance(tl, LazyBuffer) and tl.base is lb.base and tl.writable_view() else None
 
 
 class IndexingMixin:

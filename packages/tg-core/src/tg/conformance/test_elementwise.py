@@ -87,7 +87,8 @@ def test_floor_division_and_modulo(dt: DType) -> None:
 
 def _raw(op: BinaryOps, a: Tensor, b: Tensor) -> list:  # type: ignore[type-arg]
   """The kernel's own integer division, below the Tensor's division-by-zero check (tg.divcheck)."""
-  lb: LazyBuffer = a.lazydata.e(op, b.lazydata)
+  assert isinstance(a.lazydata, LazyBuffer) and isinstance(b.lazydata, LazyBuffer)
+  lb = a.lazydata.e(op, b.lazydata)
   return Tensor(lb).tolist()  # type: ignore[no-any-return]
 
 

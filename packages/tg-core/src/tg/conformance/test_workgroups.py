@@ -14,12 +14,14 @@ from tg.codegen.kernel import Kernel, Opt, OptOps
 from tg.codegen.lowerer import GLOBAL, REDUCE
 from tg.engine.realize import CompiledRunner
 from tg.engine.schedule import create_schedule
+from tg.lazy import LazyBuffer
 
 pytestmark = pytest.mark.needs("kernels")
 
 
 def _run_with_opts(t: Tensor, make_opts: Callable[[list[int], list[int]], list[Opt]]) -> np.ndarray:
   """Realize `t`'s one kernel (its inputs realized) with the optimizations make_opts(global axes, reduce axes) gives."""
+  assert isinstance(t.lazydata, LazyBuffer)
   sched = create_schedule([t.lazydata])
   assert len(sched) == 1, f"expected one kernel, got {len(sched)}"
   renderer = Device[Device.DEFAULT].renderer

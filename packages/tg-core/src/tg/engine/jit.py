@@ -29,6 +29,8 @@ from tg.engine import memory, pending
 from tg.engine.realize import CompiledRunner, ExecItem, Runner, capturing
 from tg.helpers import DEBUG, colored
 from tg.interrupts import hold_sigint
+from tg.lazy import LazyBuffer
+from tg.multi import MultiLazyBuffer
 from tg.settings import JIT, JIT_BATCH_SIZE, JIT_GRAPH
 from tg.shape.symbolic import Node, Variable, sint
 
@@ -70,9 +72,16 @@ _running: list[object] = []  # the TinyJits whose function runs now: one called 
 
 
 def _input_tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, Tensor]]:
+  """The tensor arguments by name; a sharded one as its part on each device (named by the part and the axis it splits)."""
   from tg.tensor import Tensor
   named = [(str(i), a) for i, a in enumerate(args)] + sorted(kwargs.items())
-  return [(name, t) for name, t in named if isinstance(t, Tensor)]
+  out: list[tuple[str, Tensor]] = []
+  for name, t in named:
+    if isinstance(t, Tensor) and isinstance(mlb := t.lazydata, MultiLazyBuffer):
+      out.extend((f"{name}[{i} of axis {mlb.axis}]", Tensor(lb, device=lb.device, requires_grad=t.requires_grad)) for i, lb in enumerate(mlb.lbs))
+    elif isinstance(t, Tensor):
+      out.append((name, t))
+  return out
 
 
 def _input_var_vals(inputs: list[tuple[str, Tensor]], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[Variable, int]:
@@ -106,15 +115,20 @@ def _contiguous_inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[t
   def prepare(a: Any) -> Any:
     if not isinstance(a, Tensor):
       return a
-    if a.lazydata.base.realized is None:
+    if any(lb.base.realized is None for lb in _parts(a)):
       a.realize()
-    return a if a.lazydata.st.contiguous else a.contiguous().realize()
+    return a if all(lb.st.contiguous for lb in _parts(a)) else a.contiguous().realize()
   return tuple(prepare(a) for a in args), {k: prepare(v) for k, v in kwargs.items()}
+
+
+def _parts(t: Tensor) -> list[LazyBuffer]:
+  """The LazyBuffers of t's data: one, or a sharded tensor's part on each of its devices (each an input of its own)."""
+  return t.lazydata.lbs if isinstance(t.lazydata, MultiLazyBuffer) else [t.lazydata]
 
 
 def _input_buffers(inputs: list[tuple[str, Tensor]]) -> list[Buffer]:
   """Each input's buffer; the same buffer passed twice is refused (a replay puts each input's buffer in its own place)."""
-  buffers = [t.lazydata.base.buffer for _, t in inputs]
+  buffers = [_parts(t)[0].base.buffer for _, t in inputs]  # (_input_tensors gave a sharded tensor's parts one by one)
   seen: dict[int, str] = {}
   for (name, _), b in zip(inputs, buffers):
     if (other := seen.setdefault(id(b), name)) != name:
@@ -138,7 +152,7 @@ def _returned_tensors(ret: Any) -> list[Tensor]:
 def _realize_returned(ret: Any) -> None:
   from tg.tensor import Tensor
   outs = _returned_tensors(ret)
-  if any(o.lazydata.base.realized is None for o in outs):
+  if any(lb.base.realized is None for o in outs for lb in _parts(o)):
     Tensor.realize_all(*outs)
 
 
@@ -227,7 +241,7 @@ class TinyJit(Generic[ReturnType]):
     outs = _returned_tensors(self.ret)
     self.symbolic_returns = any(_symbolic(o) for o in outs)
     # everything else the kernels use that nobody outside holds is scratch: replays share its memory
-    memory.plan_jit(self.kernels, {*buffers, *(o.lazydata.base.buffer for o in outs), *self.div_flags})
+    memory.plan_jit(self.kernels, {*buffers, *(lb.base.buffer for o in outs for lb in _parts(o)), *self.div_flags})
     if DEBUG >= 1:
       print(f"TinyJit captured {len(self.kernels)} kernels with {len(buffers)} inputs")
     if JIT_GRAPH.value and JIT.value < 2:
@@ -310,13 +324,12 @@ class TinyJit(Generic[ReturnType]):
 
 def _symbolic(t: Tensor) -> bool:
   """Whether t's shape, or where it reads its buffer (a view at start_pos), depends on a Variable."""
-  return bool(t.lazydata.st.vars()) or any(isinstance(s, Node) for s in t.lazydata.base.shape)
+  return any(bool(lb.st.vars()) or any(isinstance(s, Node) for s in lb.base.shape) for lb in _parts(t))
 
 
 def _rebind_tensor(t: Tensor, var_vals: dict[Variable, int]) -> Tensor:
   """A tensor over t's buffer whose symbolic sizes are bound to `var_vals` (t's are bound to the capture's values,
   which variables the call didn't give keep)."""
-  from tg.lazy import LazyBuffer
   from tg.shape.shapetracker import ShapeTracker
   from tg.shape.view import View
   from tg.tensor import Tensor
@@ -332,6 +345,8 @@ def _rebind_tensor(t: Tensor, var_vals: dict[Variable, int]) -> Tensor:
     return ShapeTracker(tuple(View.create(tuple(sub(s) for s in v.shape), tuple(sub(s) for s in v.strides), sub(v.offset),
                                           tuple((sub(b), sub(e)) for b, e in v.mask) if v.mask is not None else None) for v in st.views))
   lb = t.lazydata
+  if not isinstance(lb, LazyBuffer):
+    raise NotImplementedError("TinyJit returning a sharded tensor whose shape depends on a Variable: return it gathered (.to(device))")
   base = LazyBuffer.from_buffer(lb.base.buffer, tuple(sub(s) for s in lb.base.shape))
   view = base if lb.base is lb else LazyBuffer(lb.device, rebind(lb.st), lb.dtype, base=base)
   return Tensor(view, device=t.device, requires_grad=t.requires_grad)

@@ -10,7 +10,8 @@ whole update at once and can fuse it.
 """
 from __future__ import annotations
 
-from tg.dtype import dtypes
+from tg.dtype import DType, dtypes
+from tg.multi import MultiLazyBuffer
 from tg.tensor import Tensor
 
 
@@ -33,6 +34,15 @@ def _norm(x: Tensor) -> Tensor:
 class NotTrainingError(AssertionError, RuntimeError):
   """An optimizer stepped outside `Tensor.train()`. An AssertionError as tinygrad raises (its tests expect one),
   and a RuntimeError for torch-style handlers."""
+
+
+def _zeros_like(p: Tensor, dtype: DType) -> Tensor:
+  """Optimizer state for parameter p, realized: zeros of its shape on its device, or split over its devices as p is
+  (a sharded parameter's update then runs on each device's part, with nothing copied between them)."""
+  if isinstance(mlb := p.lazydata, MultiLazyBuffer):
+    return Tensor(Tensor.zeros(p.shape, dtype=dtype, device=mlb.device[0]).contiguous().shard(mlb.device, mlb.axis).lazydata,
+                  requires_grad=False).realize()
+  return Tensor.zeros(p.shape, dtype=dtype, device=p.device, requires_grad=False).contiguous().realize()
 
 
 class Optimizer:
@@ -123,8 +133,7 @@ class LARS(Optimizer):
     if nesterov and not momentum:
       raise ValueError("nesterov needs a nonzero momentum")
     self.momentum, self.wd, self.nesterov, self.classic, self.tcoef = momentum, weight_decay, nesterov, classic, tcoef
-    self.b = [Tensor.zeros(p.shape, dtype=p.dtype, device=p.device, requires_grad=False).contiguous().realize()
-              for p in self.params] if momentum else []
+    self.b = [_zeros_like(p, p.dtype) for p in self.params] if momentum else []
 
   def _step(self) -> list[Tensor]:
     lr = self._lr()
@@ -175,8 +184,8 @@ class LAMB(Optimizer):
     # b1^t and b2^t, kept as tensors so the step count isn't a constant compiled into the kernels
     self.b1_t = Tensor([1.0], dtype=dtypes.float32, device=self.device, requires_grad=False).contiguous().realize()
     self.b2_t = Tensor([1.0], dtype=dtypes.float32, device=self.device, requires_grad=False).contiguous().realize()
-    self.m = [Tensor.zeros(p.shape, dtype=dtypes.float32, device=p.device, requires_grad=False).contiguous().realize() for p in self.params]
-    self.v = [Tensor.zeros(p.shape, dtype=dtypes.float32, device=p.device, requires_grad=False).contiguous().realize() for p in self.params]
+    self.m = [_zeros_like(p, dtypes.float32) for p in self.params]
+    self.v = [_zeros_like(p, dtypes.float32) for p in self.params]
 
   def _step(self) -> list[Tensor]:
     self.b1_t.assign(self.b1_t * self.b1)
