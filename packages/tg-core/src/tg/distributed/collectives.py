@@ -54,7 +54,7 @@ def _reduce(w: World, src: np.ndarray, dst: np.ndarray, dtype: DType, op: str, w
   mpi_op = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
   if dtype in (dtypes.float16, dtypes.bfloat16):  # MPI has no standard 16-bit float: reduce in float32 (also more exact)
     work = _bf16_to_f32(src) if dtype == dtypes.bfloat16 else src.astype(np.float32)
-    w.run(lambda: w.comm.Allreduce(MPI.IN_PLACE, work, op=mpi_op), lambda: w.comm.Iallreduce(MPI.IN_PLACE, work, op=mpi_op), what)
+    w.run(lambda: w.comm.Allreduce(MPI.IN_PLACE, work, op=mpi_op), lambda: w.comm.Iallreduce(MPI.IN_PLACE, work, op=mpi_op), what, work.nbytes)
     if op == "mean":
       np.divide(work, w.size, out=work)
     dst[:] = _f32_to_bf16(work) if dtype == dtypes.bfloat16 else work.astype(dst.dtype)
@@ -62,7 +62,7 @@ def _reduce(w: World, src: np.ndarray, dst: np.ndarray, dtype: DType, op: str, w
   if dtype == dtypes.bool:  # MPI's logical ops want C_BOOL, which not every MPI has: bytes 0/1, where max is or and min is and
     src, dst, mpi_op = src.view(np.uint8), dst.view(np.uint8), MPI.MIN if op == "min" else MPI.MAX
   send = MPI.IN_PLACE if in_place else src
-  w.run(lambda: w.comm.Allreduce(send, dst, op=mpi_op), lambda: w.comm.Iallreduce(send, dst, op=mpi_op), what)
+  w.run(lambda: w.comm.Allreduce(send, dst, op=mpi_op), lambda: w.comm.Iallreduce(send, dst, op=mpi_op), what, dst.nbytes)
   if op == "mean":
     np.divide(dst, w.size, out=dst)
 
@@ -109,6 +109,20 @@ def reduce_owned(t: Tensor, op: str = "sum") -> Tensor:
   return t
 
 
+def broadcast_owned(t: Tensor, root: int = 0) -> Tensor:
+  """broadcast into a realized contiguous tensor that nothing else reads (a bucket): MPI works on its memory directly."""
+  if (w := _world_for("broadcast")) is None:
+    return t
+  lb = host.plain(t, "broadcast")
+  mv = host.host_memory(lb.base.buffer) if lb.base is lb and lb.realized is not None else None
+  if mv is None:
+    return broadcast(t, root)
+  _agree(w, "broadcast", (tuple(t.shape), str(t.dtype), root))
+  MPI = w.mpi
+  w.run(lambda: w.comm.Bcast([mv, MPI.BYTE], root), lambda: w.comm.Ibcast([mv, MPI.BYTE], root), f"broadcast of a {t.dtype} bucket", mv.nbytes)
+  return t
+
+
 def broadcast(t: Tensor, root: int = 0) -> Tensor:
   """Give every rank's `t` the value of rank `root`'s, in place (returns `t`)."""
   w = world()
@@ -121,11 +135,11 @@ def broadcast(t: Tensor, root: int = 0) -> Tensor:
   MPI = w.mpi
   if w.rank == root:
     data = host.read(t, "broadcast").view(np.uint8)
-    w.run(lambda: w.comm.Bcast([data, MPI.BYTE], root), lambda: w.comm.Ibcast([data, MPI.BYTE], root), what)
+    w.run(lambda: w.comm.Bcast([data, MPI.BYTE], root), lambda: w.comm.Ibcast([data, MPI.BYTE], root), what, data.nbytes)
     return t
   buf, out = host.new_buffer(t.device, prod(t.shape), t.dtype)
   raw = out.view(np.uint8)
-  w.run(lambda: w.comm.Bcast([raw, MPI.BYTE], root), lambda: w.comm.Ibcast([raw, MPI.BYTE], root), what)
+  w.run(lambda: w.comm.Bcast([raw, MPI.BYTE], root), lambda: w.comm.Ibcast([raw, MPI.BYTE], root), what, raw.nbytes)
   return host.write(t, buf, out)
 
 
@@ -140,7 +154,7 @@ def all_gather(t: Tensor) -> Tensor:
   buf, out = host.new_buffer(t.device, w.size * n, t.dtype)
   raw = out.view(np.uint8)
   MPI, what = w.mpi, f"all_gather of {t.shape} {t.dtype}"
-  w.run(lambda: w.comm.Allgather([send, MPI.BYTE], [raw, MPI.BYTE]), lambda: w.comm.Iallgather([send, MPI.BYTE], [raw, MPI.BYTE]), what)
+  w.run(lambda: w.comm.Allgather([send, MPI.BYTE], [raw, MPI.BYTE]), lambda: w.comm.Iallgather([send, MPI.BYTE], [raw, MPI.BYTE]), what, send.nbytes)
   return host.to_tensor(buf, out, (w.size, *host.shape(t, "all_gather")), t.dtype, t.device)
 
 

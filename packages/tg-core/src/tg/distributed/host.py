@@ -1,7 +1,7 @@
 """A tensor's bytes in host memory for MPI, and a result from host memory back into a tensor.
 
-MPI reads and writes host memory (an MPI built with CUDA support could take device pointers; tg doesn't assume one).
-On devices whose buffers are host memory (CLANG, LLVM, PYTHON: a HostAllocator's bytearray) MPI is handed that memory
+MPI reads and writes host memory (an MPI built for a GPU could take device pointers; tg doesn't assume one). On
+devices whose buffers are host memory (the CPU devices and the interpreter: a HostAllocator's bytearray) MPI is handed that memory
 itself, through the buffer protocol, with no copy; other devices copy out and back in.
 
 A result never overwrites the memory the tensor had: it lands in a new buffer, and the tensor takes it with

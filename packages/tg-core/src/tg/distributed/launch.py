@@ -24,8 +24,8 @@ def find_launcher() -> str | None:
     if os.access(path := os.path.join(here, name), os.X_OK):
       return path
   for name in ("mpirun", "mpiexec"):
-    if (path := shutil.which(name)) is not None:
-      return path
+    if (found := shutil.which(name)) is not None:
+      return found
   return None
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from tg.distributed.collectives import _agree, _world_for, broadcast, reduce_owned
+from tg.distributed.collectives import _agree, _world_for, broadcast_owned, reduce_owned
 from tg.distributed.collectives import all_reduce as _all_reduce
-from tg.distributed.world import world
 from tg.dtype import DType
 from tg.helpers import prod
+from tg.lazy import LazyBuffer
 from tg.nn.optim import Optimizer
 from tg.nn.state import get_state_dict
 from tg.tensor import Tensor
@@ -36,8 +36,46 @@ def broadcast_parameters(model: Any, root: int = 0) -> None:
   if (w := _world_for("broadcast_parameters")) is None:
     return
   _agree(w, "broadcast_parameters", tuple((k, tuple(t.shape), str(t.dtype)) for k, t in named.items()), force=True)
-  for t in named.values():
-    broadcast(t, root)
+  broadcast_tensors(list(named.values()), root)
+
+
+def _buckets(ts: list[Tensor]) -> list[tuple[Tensor, list[Tensor]]]:
+  """The tensors concatenated per dtype into contiguous realized buckets: (bucket, the tensors in it, in order)."""
+  by_dtype: dict[DType, list[Tensor]] = {}
+  for t in ts:
+    by_dtype.setdefault(t.dtype, []).append(t)
+  out = []
+  for group in by_dtype.values():
+    flat = [t.detach().reshape(-1) for t in group]
+    out.append(((flat[0].cat(*flat[1:]) if len(flat) > 1 else flat[0]).contiguous().realize(), group))
+  return out
+
+
+def _slices(bucket: Tensor, group: list[Tensor]) -> list[Tensor]:
+  """Each tensor's part of its bucket, in its shape: views, no copies."""
+  out, start = [], 0
+  for t in group:
+    n = prod(t.shape)
+    out.append(bucket[start:start + n].reshape(t.shape))
+    start += n
+  return out
+
+
+def broadcast_tensors(ts: list[Tensor], root: int = 0) -> None:
+  """broadcast of several tensors in one MPI call per dtype, then one schedule that copies every slice into its tensor
+  (assigned and realized at once: a pending assign left for the next step's graph to realize can make a cycle there,
+  BatchNorm's running statistics being assigned again in the forward pass)."""
+  if _world_for("broadcast_tensors") is None or not ts:
+    return
+  for bucket, group in _buckets(ts):
+    broadcast_owned(bucket, root)
+    for t, part in zip(group, _slices(bucket, group)):
+      # a tensor with no buffer of its own yet (BatchNorm's weight is a broadcast constant until trained) takes its value
+      # by becoming it: a view of the bucket would make the tensors of one bucket share memory, so later in-place
+      # updates of one would overwrite the others'
+      lb = t.lazydata
+      t.assign(part if isinstance(lb, LazyBuffer) and lb.base is lb and lb.realized is not None else part.contiguous())
+  Tensor.realize_all(*ts)
 
 
 def all_reduce_grads(params: list[Tensor], op: str = "mean", bucket: bool = True) -> None:
@@ -54,18 +92,10 @@ def all_reduce_grads(params: list[Tensor], op: str = "mean", bucket: bool = True
     for g in grads:
       _all_reduce(g, op)
     return
-  by_dtype: dict[DType, list[Tensor]] = {}
-  for g in grads:
-    by_dtype.setdefault(g.dtype, []).append(g)
-  for group in by_dtype.values():
-    flat = Tensor.cat(*[g.detach().reshape(-1) for g in group]).contiguous().realize() if len(group) > 1 else \
-      group[0].detach().reshape(-1).contiguous().realize()
+  for flat, group in _buckets(grads):
     reduce_owned(flat, op)
-    start = 0
-    for g in group:
-      n = prod(g.shape)
-      g.replace(flat[start:start + n].reshape(g.shape))  # the gradient becomes a view of its slice: no copy back
-      start += n
+    for g, part in zip(group, _slices(flat, group)):
+      g.replace(part)  # the gradient becomes a view of its slice of the bucket: no copy back
 
 
 def digest(model: Any) -> str:
@@ -97,7 +127,6 @@ class DistributedOptimizer:
   def step(self) -> None:
     all_reduce_grads(self.optimizer.params, "mean", self.bucket)
     self.optimizer.step()
-    if self.broadcast_buffers and world() is not None:
-      for b in self.optimizer.buffers:
-        broadcast(b, 0)
+    if self.broadcast_buffers:
+      broadcast_tensors(self.optimizer.buffers, 0)
 

@@ -50,6 +50,11 @@ class World:
   exit_timeout: float       # seconds a rank waits at exit for the others before aborting the job
   check: bool               # collectives compare shapes and dtypes across ranks first (one small allgather each)
   library: str              # the MPI library's name and version, for messages
+  # what collectives cost so far, for benchmarks and logs: calls, seconds inside MPI (waiting for slower ranks included),
+  # and bytes this rank handed MPI
+  calls: int = 0
+  seconds: float = 0.0
+  nbytes: int = 0
 
   def wait(self, request: Any, what: str) -> None:
     """Wait for a nonblocking MPI request, at most `self.timeout` seconds. Polls: a spin at first (a collective of
@@ -57,12 +62,16 @@ class World:
     a slower rank computes on (2 ranks on 2 cores)."""
     _poll(request, self.timeout, f"{what} on rank {self.rank} of {self.size}")
 
-  def run(self, blocking: Callable[[], Any], nonblocking: Callable[[], Any], what: str) -> None:
+  def run(self, blocking: Callable[[], Any], nonblocking: Callable[[], Any], what: str, nbytes: int = 0) -> None:
     """One collective: the blocking MPI call when there is no timeout, else the nonblocking one, waited for."""
-    if self.timeout is None:
-      blocking()
-    else:
-      self.wait(nonblocking(), what)
+    st = time.perf_counter()
+    try:
+      if self.timeout is None:
+        blocking()
+      else:
+        self.wait(nonblocking(), what)
+    finally:
+      self.calls, self.seconds, self.nbytes = self.calls + 1, self.seconds + time.perf_counter() - st, self.nbytes + nbytes
 
 
 def _poll(request: Any, timeout: float | None, what: str) -> None:
