@@ -29,13 +29,14 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import Any, Protocol
 
 import numpy as np
 
 from tg import Device, Tensor, TinyJit, Variable, dtypes
 from tg.nn import Embedding, LayerNorm, Linear
 from tg.nn.state import get_state_dict, load_state_dict, safe_load, torch_load
-from tg.shape.symbolic import Node
+from tg.shape.symbolic import Node, sint
 
 # ---------- the model ----------
 
@@ -93,7 +94,8 @@ class Attention:
   def __call__(self, x: Tensor, start_pos: int | Variable, mask: Tensor | None) -> Tensor:
     bsz, seqlen, dim = x.shape
     # (batch, seqlen, 3 * dim) -> three (batch, heads, seqlen, head_dim)
-    q, k, v = self.c_attn(x).reshape(bsz, seqlen, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)
+    qkv = self.c_attn(x).reshape(bsz, seqlen, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)
+    q, k, v = qkv[0], qkv[1], qkv[2]
     if self.cache_kv is None or self.cache_kv.shape[1] != bsz:
       self.cache_kv = Tensor.zeros(2, bsz, self.n_head, self.max_context, self.head_dim, dtype=x.dtype).contiguous().realize()
     # write this call's keys and values at [start_pos, start_pos + seqlen) in place; with a symbolic start_pos the
@@ -156,6 +158,7 @@ class GPT2:
     is a symbolic slice of wte instead of a gather, so a jitted step needs no input tensor at all. `last_only` computes
     the logits of the last position only (what generation needs: the head is the largest matmul of a step)."""
     tf = self.transformer
+    seqlen: sint
     if isinstance(tokens, Node):
       seqlen, tok_emb = 1, tf.wte.weight.shrink(((tokens, tokens + 1), None)).reshape(1, 1, -1)
     else:
@@ -193,7 +196,8 @@ class GPT2:
         if self.decode_jit is None:
           self.decode_jit = TinyJit(self._decode_step)
         out = self.decode_jit(*args)
-    return out.numpy().reshape(-1)
+    logits: np.ndarray = out.numpy().reshape(-1)
+    return logits
 
 
 # ---------- loading a Hugging Face checkpoint ----------
@@ -349,8 +353,14 @@ class ByteTokenizer:
     return b"".join(self.id_to_bytes.get(i, f"<{i}>".encode()) for i in ids).decode("utf-8", errors="replace")
 
 
-def load_tokenizer(model_dir: str) -> tuple[object, str]:
-  """(a tokenizer with encode(text) -> ids and decode(ids) -> text, a line saying which)."""
+class Tokenizer(Protocol):
+  def encode(self, text: str) -> list[int]: ...
+  def decode(self, ids: list[int]) -> str: ...
+
+
+def load_tokenizer(model_dir: str) -> tuple[Tokenizer, str]:
+  """(a tokenizer, a line saying which)."""
+  tokenizers: Any
   try:
     import tokenizers
   except ImportError:
@@ -407,7 +417,8 @@ def main(argv: list[str] | None = None) -> None:
   if args.count < 0:
     parser.error(f"--count must be >= 0, got {args.count}")
 
-  log = lambda msg: print(msg, file=sys.stderr, flush=True)  # stdout carries only the generated text or ids
+  def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)  # stdout carries only the generated text or ids
   log(f"device: {Device.describe_default()}")
   try:
     st = time.perf_counter()
@@ -417,21 +428,22 @@ def main(argv: list[str] | None = None) -> None:
   cfg = model.config
   log(f"loaded {args.model}: {cfg.n_layer} layers, {cfg.n_embd} wide, {cfg.n_head} heads, vocab {cfg.vocab_size}, "
       f"context {cfg.n_positions}, in {time.perf_counter() - st:.1f}s")
+  tokenizer: Tokenizer | None = None
   if args.prompt_ids is not None:
-    tokenizer, ids = None, args.prompt_ids
+    ids = args.prompt_ids
   else:
     tokenizer, which = load_tokenizer(args.model)
     log(f"tokenizer: {which}")
-    ids = tokenizer.encode(args.prompt if args.prompt is not None else "Hello, I am a language model,")  # type: ignore[attr-defined]
+    ids = tokenizer.encode(args.prompt if args.prompt is not None else "Hello, I am a language model,")
   stream = tokenizer is not None and sys.stdout.isatty()
-  if stream:
-    print(tokenizer.decode(ids), end="", flush=True)  # type: ignore[attr-defined]
+  if tokenizer is not None and stream:
+    print(tokenizer.decode(ids), end="", flush=True)
   times: list[float] = []
 
   def on_token(token: int) -> None:
     times.append(time.perf_counter())
-    if stream:
-      print(tokenizer.decode([token]), end="", flush=True)  # type: ignore[attr-defined]
+    if tokenizer is not None and stream:
+      print(tokenizer.decode([token]), end="", flush=True)
   try:
     st = time.perf_counter()
     out = generate(model, ids, args.count, temperature, top_k, top_p, args.seed, jit=not args.no_jit, on_token=on_token)
@@ -442,7 +454,7 @@ def main(argv: list[str] | None = None) -> None:
   elif stream:
     print()
   else:
-    print(tokenizer.decode(ids + out))  # type: ignore[attr-defined]
+    print(tokenizer.decode(ids + out))
   if times:
     decode = f", then {(len(times) - 1) / (times[-1] - times[0]):.1f} tokens/s" if len(times) > 1 and times[-1] > times[0] else ""
     log(f"prefill of {len(ids)} tokens {times[0] - st:.2f}s{decode} ({'eager' if args.no_jit else 'TinyJit'} decode)")
