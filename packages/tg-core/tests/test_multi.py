@@ -250,3 +250,29 @@ def test_load_state_dict_into_a_sharded_model(devs: tuple[str, str]) -> None:
   assert _axis(dst.weight) == 0 and dst.weight.device == devs
   np.testing.assert_array_equal(dst.weight.numpy(), want["weight"])
   np.testing.assert_array_equal(dst.bias.numpy(), want["bias"])
+
+
+def test_a_mix_of_devices() -> None:
+  """Any instances of any installed devices: here the test device beside the PYTHON interpreter (always installed)."""
+  a, b = _np((4, 6)), _np((6, 2))
+  mix = (Device.DEFAULT, "PYTHON")
+  out = Tensor(a).shard(mix, axis=0) @ Tensor(b).shard(mix)
+  assert out.device == mix
+  np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["matmul", "softmax", "sum", "mean_var"])
+def test_every_kernel_runs_on_one_device(devs: tuple[str, str], op: str) -> None:
+  """The parts of a sharded computation are the same kernels on each device: the scheduler must never merge them into one
+  kernel (same-shaped sibling reductions share a kernel on one device) that would read another device's memory."""
+  from tg.engine.schedule import create_schedule
+  from tg.ops import MetaOps
+  a = Tensor(_np((8, 16))).shard(devs, axis=0).realize()
+  b = Tensor(_np((16, 16))).shard(devs).realize()
+  out = {"matmul": lambda: a @ b, "softmax": lambda: a.softmax(axis=1), "sum": lambda: a.sum(axis=1),
+         "mean_var": lambda: a.mean(axis=1) + a.var(axis=1)}[op]()
+  sched = create_schedule(list(out.lazydata.lbs))  # type: ignore[union-attr]
+  kernels = [si for si in sched if si.ast.op not in (MetaOps.COPY, MetaOps.EMPTY)]
+  assert len(kernels) % 2 == 0 and kernels
+  for si in kernels:
+    assert len({buf.device for buf in si.bufs}) == 1, f"a kernel reads buffers of {sorted({buf.device for buf in si.bufs})}"

@@ -242,8 +242,8 @@ def _nest_reductions(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, La
     for other, r in kernels:
       if other is kernel or other in nested or other in nested.values() or kernel in nested or r.realized is not None:
         continue
-      if r.arg != outer.arg or r.srcs[0].shape != outer.srcs[0].shape or not (other.shape == r.shape == outer.shape):
-        continue
+      if r.arg != outer.arg or r.srcs[0].shape != outer.srcs[0].shape or not (other.shape == r.shape == outer.shape) or r.device != outer.device:
+        continue  # (a kernel runs on one device: the parts of a sharded reduction are never siblings)
       group = {kernel, *(i for i, k in nested.items() if k is kernel)}
       if other not in _needs(group, realize, reach) and _joins(group, other, realize, reach):
         nested[other] = kernel
