@@ -73,8 +73,8 @@ def _reads_through_view(x: LazyBuffer, target: LazyBuffer) -> bool:
   return False
 
 
-# a matmul-like sum is computed from packed operands (Renderer.matmul_panel) from this many multiply-adds on: below
-# it the operands stay in cache (measured on bench/gpt2_block.py: packing its 2**27-MAC matmuls too made it slower)
+# a matmul-like sum is computed from packed operands (Renderer.matmul_panel, engine/packing.py) from this many
+# multiply-adds on: below it the operands stay in cache (measured on bench/gpt2_block.py: packing its 2**27-MAC matmuls too made it slower)
 PACK_MIN_MACS = 1 << 28
 # elements per output that one kernel of a split reduction combines by default (LazyBuffer._tree_reduce): a float32
 # sum's error grows with the length of its sequential chains of adds, which this bounds. A device whose kernels keep
@@ -82,17 +82,9 @@ PACK_MIN_MACS = 1 << 28
 SUM_LEAF = 8192
 SUM_LAST = 256  # at most this many partials are left for the last kernel of a split reduction
 RUNS_ALIGN = 32  # a split kernel's partials are a multiple of this many (see LazyBuffer._tree_reduce)
-
-
-def _panels(x: LazyBuffer, own: int, p: int) -> LazyBuffer:
-  """x, an operand of a matmul-like sum, copied with its `own` axis split into blocks of p and the p moved innermost
-  (A (M, K) is stored as (M/p, K, p)), without the axes it is broadcast along; returned as a view of x's shape."""
-  bcast = {i for i, st in enumerate(x.st.real_strides()) if st == 0}
-  compact = x.shrink(tuple((0, 1) if i in bcast else (0, s) for i, s in enumerate(x.shape)))
-  split = compact.shape[:own] + (compact.shape[own] // p, p) + compact.shape[own + 1:]  # type: ignore[operator]
-  order = tuple(i for i in range(len(split)) if i != own + 1) + (own + 1,)
-  packed = compact.reshape(split).permute(order).contiguous()
-  return packed.permute(tuple(order.index(i) for i in range(len(order)))).reshape(compact.shape).expand(x.shape)
+# sums of products of at least PACK_MIN_MACS multiply-adds, noted as they are built (with PACK on): before a graph is
+# scheduled, engine/packing.py asks each one's device how to lay its operands out. Building the graph asks no device.
+pack_candidates: weakref.WeakSet[LazyBuffer] = weakref.WeakSet()
 
 
 _SCALAR = ShapeTracker.from_shape(())
@@ -321,45 +313,13 @@ class LazyBuffer:
       return self.const(self.const_value * prod(self.shape[a] for a in axis), new_shape)
     if self.is_unrealized_const() and op is ReduceOps.MAX:
       return self.const(self.const_value, new_shape)
-    src = self._from_panels(op, axis) or self
-    if (split := src._split_reduce(op, axis)) is not None:
+    if (split := self._split_reduce(op, axis)) is not None:
       return split
-    return LazyBuffer.metaop(op, new_shape, self.dtype, self.device, axis, (src,))
-
-  def _from_panels(self, op: ReduceOps, axis: tuple[int, ...]) -> LazyBuffer | None:
-    """This product, of a large matmul-like sum (a matmul, a conv) on a device that packs (Renderer.matmul_panel),
-    computed from copies of its operands laid out in panels. An operand's own axes are the output axes it moves along
-    and the other operand is broadcast on (A's rows, B's columns, a conv weight's output channels); p of the
-    innermost one at a time become the operand's innermost axis, after the reduce axes, so that a register tile p
-    wide reads it as one sequential stream (p is Renderer.matmul_panel for the tile's vector side, matmul_panel_rows for
-    its rows). An operand is packed when that axis is a multiple of its p (at least two panels) and its view has plain
-    strides; None when neither is, for anything else, below PACK_MIN_MACS
-    multiply-adds, or with PACK=0."""
-    if op is not ReduceOps.SUM or self.base is not self or self.op is not BinaryOps.MUL or not PACK.value:
-      return None
-    renderer = Device[self.device].renderer
-    p = renderer.matmul_panel if renderer is not None else 0
-    if p < 2 or not all(isinstance(s, int) for s in self.shape) or prod(self.shape) < PACK_MIN_MACS:  # type: ignore[operator]
-      return None
-    srcs, strides = self.srcs, [s.st.real_strides() for s in self.srcs]
-    if any(all(st[k] == 0 for k in axis) for st in strides):
-      return None  # an operand that doesn't move along the reduction: not a contraction
-    owns, packable = [], []
-    for mine, other in ((strides[0], strides[1]), (strides[1], strides[0])):
-      own = [i for i in range(len(self.shape)) if i not in axis and mine[i] != 0 and other[i] == 0]
-      owns.append(own[-1] if own else -1)
-      packable.append(bool(own) and None not in mine)
-    # the operand along the output's innermost own axis (B's columns) is the register tile's vector side, panels of p;
-    # the other (A's rows) its broadcast rows, panels of matmul_panel_rows. An operand packed alone (a conv's weight:
-    # the padded image isn't) is the vector side
-    rows = (renderer.matmul_panel_rows if renderer is not None else 0) or p
-    panel = [p, p] if not all(packable) else [p if owns[0] > owns[1] else rows, p if owns[1] > owns[0] else rows]
-    out = []
-    for x, own_axis, can, q in zip(srcs, owns, packable, panel):
-      size = self.shape[own_axis] if own_axis >= 0 else 0
-      packs = can and size % q == 0 and size >= 2 * q  # type: ignore[operator]
-      out.append(_panels(x, own_axis, q) if packs else x)
-    return None if out == list(srcs) else out[0].e(BinaryOps.MUL, out[1])
+    ret = LazyBuffer.metaop(op, new_shape, self.dtype, self.device, axis, (self,))
+    if op is ReduceOps.SUM and self._base is None and self.op is BinaryOps.MUL and PACK.value and \
+        isinstance(macs := prod(self.shape), int) and macs >= PACK_MIN_MACS:
+      pack_candidates.add(ret)  # a large matmul-like sum: the scheduler may read its operands packed (engine/packing.py)
+    return ret
 
   def _split_reduce(self, op: ReduceOps, axis: tuple[int, ...]) -> LazyBuffer | None:
     """A reduction of at least SPLIT_REDUCEOP_THRESHOLD elements (over one axis, or adjacent axes, taken as one) into

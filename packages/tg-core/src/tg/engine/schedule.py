@@ -18,10 +18,10 @@ import weakref
 from dataclasses import dataclass, field
 
 from tg.device import Buffer
-from tg.engine import graphviz, memory, pending, schedule_cache
+from tg.engine import graphviz, memory, packing, pending, schedule_cache
 from tg.helpers import prod
 from tg.interrupts import hold_sigint
-from tg.lazy import LazyBuffer, add_reader, live_readers
+from tg.lazy import LazyBuffer, add_reader, live_readers, pack_candidates
 from tg.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, TernaryOps, UnaryOps
 from tg.settings import FUSE_REDUCE, NEST_REDUCE
 from tg.shape.shapetracker import ShapeTracker
@@ -376,6 +376,8 @@ class _KernelBuilder:
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   pending.settle_graph(outs)  # what a failed run left to do that this graph reads, or that reads what it overwrites
+  if pack_candidates:  # large matmul-like sums: their device decides how their operands are laid out (engine/packing.py)
+    packing.pack_noted()
   found = schedule_cache.structure(outs) if not graphviz.enabled() else None
   if found is not None and (plan := schedule_cache.lookup(found[0])) is not None:
     return _from_plan(plan, found[1])

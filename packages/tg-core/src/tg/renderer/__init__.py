@@ -75,7 +75,7 @@ class Renderer:
   # the CPU the kernels run on (tg.renderer.cpu_target.CPUTarget: vector width and registers, FMA, caches), which the
   # CPU heuristics derive their tiles from (tg.codegen.heuristics.cpu); None: a generic CPU of `vector_bytes` vectors
   cpu_target: CPUTarget | None = None
-  # > 0: a large matmul-like sum (a matmul, a conv: tg.lazy.LazyBuffer.r) reads copies of its operands packed in panels
+  # > 0: a large matmul-like sum (a matmul, a conv: tg.engine.packing) reads copies of its operands packed in panels
   # of this many elements along each operand's own output axis (A's rows, B's columns, a conv weight's output
   # channels), stored innermost after the reduce axes: a register tile that wide then reads each operand as one
   # sequential stream instead of a strided one per row (CPUs: their caches and TLBs then serve every load). The copies

@@ -1,0 +1,74 @@
+"""Packed operands for large matmul-like sums: a rewrite of the lazy graph, made just before it is scheduled.
+
+Building the graph only notes the candidates (`tg.lazy.pack_candidates`: a SUM over a MUL of at least
+`tg.lazy.PACK_MIN_MACS` multiply-adds, with PACK on), asking no device anything. Here each candidate's device's
+renderer decides: with `Renderer.matmul_panel` p > 1, each operand that has an output axis of its own is read from a
+copy of it laid out in panels along that axis (see `packed_product`), so that the register tile reads one sequential
+stream. The copies are ordinary kernels (CONTIGUOUS) of the same schedule.
+
+It runs before the schedule cache computes the graph's structure: a graph built again the same way is rewritten the
+same way, so its structure, and the plan found for it, include the packing copies.
+"""
+from __future__ import annotations
+
+import weakref
+
+from tg.device import Device
+from tg.lazy import LazyBuffer, add_reader, pack_candidates
+from tg.ops import BinaryOps, ReduceOps
+
+
+def pack_noted() -> None:
+  """Rewrite every sum noted since the last call whose device packs, and which is still to be scheduled."""
+  while pack_candidates:
+    r = pack_candidates.pop()
+    if r.op is not ReduceOps.SUM:  # scheduled already (or realized): nothing to rewrite
+      continue
+    if (packed := packed_product(r.srcs[0], r.arg)) is not None:
+      r.srcs = (packed,)
+      add_reader(packed, weakref.ref(r))
+
+
+def _panels(x: LazyBuffer, own: int, p: int) -> LazyBuffer:
+  """x, an operand of a matmul-like sum, copied with its `own` axis split into blocks of p and the p moved innermost
+  (A (M, K) is stored as (M/p, K, p)), without the axes it is broadcast along; returned as a view of x's shape."""
+  bcast = {i for i, st in enumerate(x.st.real_strides()) if st == 0}
+  compact = x.shrink(tuple((0, 1) if i in bcast else (0, s) for i, s in enumerate(x.shape)))
+  split = compact.shape[:own] + (compact.shape[own] // p, p) + compact.shape[own + 1:]  # type: ignore[operator]
+  order = tuple(i for i in range(len(split)) if i != own + 1) + (own + 1,)
+  packed = compact.reshape(split).permute(order).contiguous()
+  return packed.permute(tuple(order.index(i) for i in range(len(order)))).reshape(compact.shape).expand(x.shape)
+
+
+def packed_product(mul: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer | None:
+  """`mul`, the product summed over `axis` by a large matmul-like sum (a matmul, a conv) on a device that packs, computed
+  from copies of its operands laid out in panels; None when nothing is packed. An operand's own axes are the output axes
+  it moves along and the other operand is broadcast on (A's rows, B's columns, a conv weight's output channels); p of
+  the innermost one at a time become the operand's innermost axis, after the reduce axes, so that a register tile p
+  wide reads it as one sequential stream (p is Renderer.matmul_panel for the tile's vector side, matmul_panel_rows for
+  its rows). An operand is packed when that axis is a multiple of its p (at least two panels) and its view has plain
+  strides."""
+  renderer = Device[mul.device].renderer
+  p = renderer.matmul_panel if renderer is not None else 0
+  if p < 2 or mul.op is not BinaryOps.MUL or not all(isinstance(s, int) for s in mul.shape):
+    return None
+  srcs, strides = mul.srcs, [s.st.real_strides() for s in mul.srcs]
+  if any(all(st[k] == 0 for k in axis) for st in strides):
+    return None  # an operand that doesn't move along the reduction: not a contraction
+  owns, packable = [], []
+  for mine, other in ((strides[0], strides[1]), (strides[1], strides[0])):
+    own = [i for i in range(len(mul.shape)) if i not in axis and mine[i] != 0 and other[i] == 0]
+    owns.append(own[-1] if own else -1)
+    packable.append(bool(own) and None not in mine)
+  # the operand along the output's innermost own axis (B's columns) is the register tile's vector side, panels of p;
+  # the other (A's rows) its broadcast rows, panels of matmul_panel_rows. An operand packed alone (a conv's weight:
+  # the padded image isn't) is the vector side
+  assert renderer is not None
+  rows = renderer.matmul_panel_rows or p
+  panel = [p, p] if not all(packable) else [p if owns[0] > owns[1] else rows, p if owns[1] > owns[0] else rows]
+  out = []
+  for x, own_axis, can, q in zip(srcs, owns, packable, panel):
+    size = mul.shape[own_axis] if own_axis >= 0 else 0
+    packs = can and size % q == 0 and size >= 2 * q  # type: ignore[operator]
+    out.append(_panels(x, own_axis, q) if packs else x)
+  return None if out == list(srcs) else out[0].e(BinaryOps.MUL, out[1])
