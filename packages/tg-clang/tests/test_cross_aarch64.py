@@ -133,7 +133,7 @@ def test_a_dead_or_hung_harness_is_an_error_and_the_next_kernel_works() -> None:
   code = """
 import os, signal, threading, time
 import numpy as np
-from tg import Device, Tensor
+from tg import Context, Device, Tensor
 from tg_clang.harness import HarnessError
 dev = Device["CLANG"]
 def expect(fn, *words):
@@ -151,9 +151,12 @@ crash = dev.runtime("crash", dev.compiler.compile("void crash(int* restrict a) {
 expect(lambda: crash(buf), "qemu-aarch64", "kernel crash", "signal 11")
 assert (a * 3).tolist() == [3.0, 6.0, 9.0]  # a fresh harness, the kernel loaded into it again
 m = Tensor.rand(768, 768).realize()
+(m @ m).realize()  # compiled and loaded: the next one only runs (seconds under qemu)
 harness = dev.runtime.harness
 def kill_soon():
-  time.sleep(0.5)
+  while not harness.lock.locked():  # a request is under way
+    time.sleep(0.01)
+  time.sleep(0.3)
   os.kill(harness.proc.pid, signal.SIGKILL)
 threading.Thread(target=kill_soon).start()
 expect(lambda: (m @ m).realize(), "qemu-aarch64", "died", "running kernel", "signal 9")
@@ -161,13 +164,14 @@ assert (a * 3).tolist() == [3.0, 6.0, 9.0]
 spin = dev.runtime("spin", dev.compiler.compile("void spin(int* restrict a) { while (*(volatile int*)a == 0); }\\n"
                                                 "void tg_entry(void** b, const int* v) { spin(b[0]); }\\n"))
 st = time.monotonic()
-expect(lambda: spin(buf), "did not answer within 2 s", "TG_QEMU_TIMEOUT", "kernel spin")
+with Context(TG_QEMU_TIMEOUT=2):
+  expect(lambda: spin(buf), "did not answer within 2 s", "TG_QEMU_TIMEOUT", "kernel spin")
 assert time.monotonic() - st < 30
 assert (a * 3).tolist() == [3.0, 6.0, 9.0]
 np.testing.assert_allclose((m[:8] @ m[:, :8]).numpy(), m.numpy()[:8] @ m.numpy()[:, :8], rtol=1e-4)
 print("ok")
 """
-  _run(code, TG_QEMU_TIMEOUT="2")
+  _run(code)
 
 
 def test_missing_qemu_makes_clang_unavailable_with_the_packages() -> None:

@@ -70,7 +70,8 @@ class CrossProgram:
 
   def __init__(self, harness: Harness, name: str, lib: bytes) -> None:
     self.harness, self.name, self.lib = harness, name, lib
-    self.handle: tuple[int, int] | None = harness.load(lib, name)  # loaded now, so a bad object fails here, as dlopen does
+    self.handle: tuple[int, int] | None = None
+    self.handle = harness.load(lib, name)  # loaded now, so a bad object fails here, as dlopen does
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (), local_size: tuple[int, ...] = (),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
