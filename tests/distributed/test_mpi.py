@@ -38,7 +38,7 @@ def run(worker: str, *args: str, n: int = 2, timeout: float = 120) -> tuple[int,
   return p.returncode, p.stdout + p.stderr, time.monotonic() - st
 
 
-@pytest.mark.parametrize("args", [(), ("--timeout", "60"), ("--copy",)], ids=["blocking", "polled", "copy-through-host"])
+@pytest.mark.parametrize("args", [(), ("--block",), ("--copy",)], ids=["polled", "blocking", "copy-through-host"])
 def test_collectives_on_two_ranks(args: tuple[str, ...]) -> None:
   rc, out, _ = run("collectives.py", *args)
   assert rc == 0, out

@@ -1,10 +1,10 @@
 """Worker for test_mpi.py: every collective checked against numpy on each rank; prints "rank R of P: ok" at the end.
 
   python collectives.py            # alone: a world of one, every collective the identity
-  mpirun -n 2 python collectives.py [--timeout S] [--copy]
+  mpirun -n 2 python collectives.py [--block] [--copy]
 
---timeout S: collectives go through the polled nonblocking path (init(timeout=S)); --copy: as a device whose buffers
-aren't host memory (copied out to host and back in), whatever the device.
+--block: collectives wait in MPI's blocking calls (init(poll=False)) instead of polling nonblocking ones; --copy: as a
+device whose buffers aren't host memory (copied out to host and back in), whatever the device.
 """
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ from tg.nn.optim import Adam
 from tg.nn.state import get_parameters
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--timeout", type=float, default=None)
+parser.add_argument("--block", action="store_true")
 parser.add_argument("--copy", action="store_true")
 args = parser.parse_args()
 if args.copy:
   host.host_memory = lambda buf: None  # type: ignore[assignment]
 
-dist.init(timeout=args.timeout)
+dist.init(poll=not args.block)
 r, P = dist.rank, dist.world_size
 ranks = np.arange(P)
 total = int(ranks.sum())
