@@ -34,6 +34,7 @@ def _note(name: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
   if "--settings" in (sys.argv[1:] if argv is None else argv):
+    import tg.runtime.gpu_mock  # noqa: F401  (declares tg-core settings only the GPU packages' mock modes import)
     from tg.settings import markdown_table
     print(markdown_table())
   else:

@@ -185,8 +185,8 @@ LRU = Setting("LRU", 1, "0: freed device buffers go back to the device at once i
 CPU_THREADS = Setting("CPU_THREADS", os.cpu_count() or 1, "threads a CPU device splits a big kernel across", shown_default="the number of cores")
 CPU_THREAD_MIN_WORK = Setting("CPU_THREAD_MIN_WORK", 2_000_000, "loop-body instructions from which a CPU device's kernel is split across threads")
 CPU_TARGET = Setting("CPU_TARGET", "native", "the CPU that CPU devices compile for and tune to: native, an x86-64 level the host runs "
-                     "(x86-64-v2: SSE4.2, x86-64-v3: AVX2, x86-64-v4: AVX-512), or aarch64 (NEON, armv8-a; on another host CLANG "
-                     "runs its kernels under qemu-aarch64, for correctness only)", read_once="when the first CPU device opens",
+                     "(x86-64-v2: SSE4.2, x86-64-v3: AVX2, x86-64-v4: AVX-512), or aarch64 (NEON, armv8-a; on another host a CPU "
+                     "device may run its kernels under emulation, for correctness only)", read_once="when the first CPU device opens",
                      choices=("native", "x86-64-v2", "x86-64-v3", "x86-64-v4", "aarch64"))
 CPU_CACHES = Setting("CPU_CACHES", "", "the CPU's L1d,L2,L3 sizes the heuristics assume (e.g. `48K,2M,32M`; unset: read from sysfs)",
                      read_once="when the first CPU device opens")
