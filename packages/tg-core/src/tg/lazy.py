@@ -16,7 +16,7 @@ from tg.helpers import prod
 from tg.ops import BinaryOps, MetaOps, Op, ReduceOps, TernaryOps, UnaryOps, exec_alu
 from tg.settings import PACK, SPLIT_REDUCEOP, SPLIT_REDUCEOP_THRESHOLD
 from tg.shape.shapetracker import ShapeTracker
-from tg.shape.symbolic import NumNode, sint
+from tg.shape.symbolic import NumNode, is_sym, sint
 from tg.shape.view import View
 
 
@@ -419,5 +419,11 @@ class LazyBuffer:
   def pad(self, arg: tuple[tuple[sint, sint], ...]) -> LazyBuffer: return self._view(self.st.pad(arg))
   def expand(self, arg: tuple[sint, ...]) -> LazyBuffer: return self._view(self.st.expand(arg))
   def permute(self, arg: tuple[int, ...]) -> LazyBuffer: return self._view(self.st.permute(arg))
-  def shrink(self, arg: tuple[tuple[sint, sint], ...]) -> LazyBuffer: return self._view(self.st.shrink(arg))
+  def shrink(self, arg: tuple[tuple[sint, sint], ...]) -> LazyBuffer:
+    ret = self._view(self.st.shrink(arg))
+    if ret is self.base and any(is_sym(x) for bounds in arg for x in bounds):
+      # a symbolic shrink is a view even where, at this binding, it covers the whole buffer (row start_pos of a one-row
+      # buffer): an assign through it must write the buffer in place, as through any view, not replace its value
+      return LazyBuffer(self.device, ret.st, self.dtype, base=self.base)
+    return ret
   def stride(self, arg: tuple[int, ...]) -> LazyBuffer: return self._view(self.st.stride(arg))

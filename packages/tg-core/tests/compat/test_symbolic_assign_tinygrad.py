@@ -237,6 +237,26 @@ def test_assign_into_permuted_view_writes_through_it() -> None:
   np.testing.assert_allclose(a2.numpy(), np.arange(16).reshape(4, 4).T + np.arange(16).reshape(4, 4))
 
 
+def test_assign_into_a_view_as_large_as_the_buffer_writes_the_buffer() -> None:
+  # a view that covers the whole buffer is still a view: the tensor it was cut from sees the write, as through a part of
+  # it (tinygrad and torch alike); these moved the old value aside for the holder instead and dropped the write for it
+  t = Tensor.zeros(2, 2).contiguous().realize()
+  t.reshape(4).assign(Tensor([1.0, 2.0, 3.0, 4.0])).realize()
+  np.testing.assert_array_equal(t.numpy(), [[1, 2], [3, 4]])
+  doubled = t * 2  # a value computed from the old contents keeps them
+  t.reshape(1, 4).assign(Tensor([[5.0, 6.0, 7.0, 8.0]])).realize()
+  np.testing.assert_array_equal(t.numpy(), [[5, 6], [7, 8]])
+  np.testing.assert_array_equal(doubled.numpy(), [[2, 4], [6, 8]])
+  # a row at a bound Variable of a one-row buffer (a KV cache of one position, an embedding copied row by row)
+  src = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4)).realize()
+  one = Tensor.zeros(1, 4).contiguous().realize()
+  row, tok = Variable("row", 0, 5).bind(0), Variable("tok", 0, 2).bind(2)
+  one.shrink(((row, row + 1), None)).assign(src.shrink(((tok, tok + 1), None))).realize()
+  np.testing.assert_array_equal(one.numpy(), [[8, 9, 10, 11]])
+  one[row:row + 1] = src[1:2]
+  np.testing.assert_array_equal(one.numpy(), [[4, 5, 6, 7]])
+
+
 def test_assign_masked_view_read() -> None:
   a = Tensor.ones(4, 4).contiguous().realize()
   b = a.shrink((None, (0, 2))).pad((None, (0, 2)), 2)

@@ -407,12 +407,13 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
   reads = {b: {nested.get(r, r) for r in rs} for b, rs in reads.items()}
   keeps: dict[LazyBuffer, Buffer] = {}  # old value -> the copy of it a cycle made _order keep
   schedule = _order(items, reads, inners, slots, keeps)
-  olds = [(items[a], weakref.ref(a.srcs[1].base), keeps.get(a.srcs[1].base)) for a in items if a.op is MetaOps.ASSIGN]
-  olds += [(items[k], weakref.ref(n.srcs[1].base), keeps.get(n.srcs[1].base)) for k, ns in inners.items() for n in ns if n.op is MetaOps.ASSIGN]
+  olds = [(items[a], weakref.ref(a.srcs[1].base), keeps.get(a.srcs[1].base), a.arg is not None) for a in items if a.op is MetaOps.ASSIGN]
+  olds += [(items[k], weakref.ref(n.srcs[1].base), keeps.get(n.srcs[1].base), n.arg is not None)
+           for k, ns in inners.items() for n in ns if n.op is MetaOps.ASSIGN]
   if found is not None:
     position = {id(si): p for p, si in enumerate(schedule)}
     schedule_cache.record(found[0], found[1], [(si.ast, si.bufs, si.var_vals) for si in schedule], bases,
-                          [(position[id(si)], ref, kept) for si, ref, kept in olds])
+                          [(position[id(si)], ref, kept, view) for si, ref, kept, view in olds])
     found[1].clear()
   # with the builders' memos and the numbered bases: nothing here may keep a value alive past this point
   del items, fused, reads, slots, keeps, nested, inners, realized, found
@@ -424,12 +425,13 @@ def _from_plan(plan: schedule_cache.Plan, nodes: list[LazyBuffer]) -> list[Sched
   temps = [Buffer(*spec) for spec in plan.temps]  # fresh each time, as the scheduler makes them
   schedule = [ScheduleItem(ast, tuple(nodes[n].buffer if n >= 0 else temps[-1 - n] for n in bufs)) for ast, bufs in plan.items]
   bases = [nodes[n] for n in plan.bases]
-  olds = [(schedule[p], weakref.ref(nodes[n]), temps[-1 - k] if k is not None else None) for p, n, k in plan.olds]
+  olds = [(schedule[p], weakref.ref(nodes[n]), temps[-1 - k] if k is not None else None, view) for p, n, k, view in plan.olds]
   nodes.clear()  # the caller's reference to the list must not keep the old values alive either
   return _finish(schedule, bases, olds)
 
 
-_Old = tuple[ScheduleItem, weakref.ref[LazyBuffer], Buffer | None]  # an ASSIGN's item, its old value, a copy of it made already
+# an ASSIGN's item, its old value, a copy of it made already, whether it writes through a view (t.reshape(4).assign(x))
+_Old = tuple[ScheduleItem, weakref.ref[LazyBuffer], Buffer | None, bool]
 
 
 def _finish(schedule: list[ScheduleItem], bases: list[LazyBuffer], olds: list[_Old]) -> list[ScheduleItem]:
@@ -453,13 +455,14 @@ def _keep_old_values(work: pending.PendingWork, olds: list[_Old]) -> list[Schedu
   into the kernel of `w.assign(w + 1)` is gone unless someone holds it, and so is the old value itself. So the old
   value is held exactly when its LazyBuffer is alive (a reference cycle not yet collected only costs a copy). When _order
   already copied the old value to break a cycle, that copy serves."""
-  for si, ref, made in olds:
+  for si, ref, made, through_view in olds:
     if (old := ref()) is None:
       continue  # nobody can ask for the old value any more
     readers: list[LazyBuffer] = []
-    if _writes_part(si, old):
-      # an assign into a view (t[1:3] = v, a KV cache at start_pos) writes a buffer others hold as theirs: as in tinygrad and
-      # torch, the tensors over it and their views see the write; only values computed from the old one keep it
+    if through_view or _writes_part(si, old):
+      # an assign into a view (t[1:3] = v, a KV cache at start_pos, also a view as large as the buffer: t.reshape(4)) writes
+      # a buffer others hold as theirs: as in tinygrad and torch, the tensors over it and their views see the write; only
+      # values computed from the old one keep it
       if not (readers := [r for r in live_readers(old) if r.op is not None and r.op is not MetaOps.ASSIGN]):
         continue
     if (keep := made) is None:

@@ -35,8 +35,9 @@ class Plan:
   items: tuple[tuple[LazyOp, tuple[int, ...]], ...]  # each ScheduleItem's AST and the numbers of the bases owning its buffers
   # (a negative number -1-k: the k-th temporary, a buffer no base owns, e.g. a copy that keeps an old value for a reader)
   bases: tuple[int, ...]                              # the bases the schedule computes: their graphs are dropped
-  olds: tuple[tuple[int, int, int | None], ...]       # per ASSIGN: its item's position, the number of the old value's base and
-                                                      # of the temporary that already holds a copy of it (or None)
+  olds: tuple[tuple[int, int, int | None, bool], ...]  # per ASSIGN: its item's position, the number of the old value's base and
+                                                      # of the temporary that already holds a copy of it (or None), whether
+                                                      # it writes through a view
   temps: tuple[tuple[str, int, DType], ...] = ()      # each temporary's device, size and dtype: a new Buffer per use
 
 
@@ -94,10 +95,11 @@ def lookup(key: Hashable) -> Plan | None:
 
 
 def record(key: Hashable, nodes: list[LazyBuffer], items: Sequence[tuple[LazyOp, Sequence[Any], dict[Any, int]]],
-           bases: Sequence[LazyBuffer], olds: Sequence[tuple[int, weakref.ref[LazyBuffer], Any]]) -> None:
+           bases: Sequence[LazyBuffer], olds: Sequence[tuple[int, weakref.ref[LazyBuffer], Any, bool]]) -> None:
   """Keep the schedule just made for `nodes` (numbered as `structure` numbered them) as the Plan for `key`. `items`:
   each ScheduleItem's (ast, bufs, var_vals); `olds`: per ASSIGN, its item's position, its old value's base (weakly:
-  nothing here may hold it once this returns, see schedule._keep_old_values) and the Buffer of a copy of it, or None."""
+  nothing here may hold it once this returns, see schedule._keep_old_values), the Buffer of a copy of it or None, and
+  whether the ASSIGN writes through a view."""
   owner: dict[int, int] = {}  # id(Buffer) -> the first base that owns it
   for n, b in enumerate(nodes):
     owner.setdefault(id(b.buffer), n)
@@ -111,7 +113,7 @@ def record(key: Hashable, nodes: list[LazyBuffer], items: Sequence[tuple[LazyOp,
   try:
     plan = Plan(tuple((ast, tuple(owner[id(buf)] for buf in bufs)) for ast, bufs, var_vals in items if not var_vals),
                 tuple(number[b] for b in bases),
-                tuple((pos, number[ref()], None if kept is None else owner[id(kept)]) for pos, ref, kept in olds),  # type: ignore[index]
+                tuple((pos, number[ref()], None if kept is None else owner[id(kept)], view) for pos, ref, kept, view in olds),  # type: ignore[index]
                 tuple(temps))
   except KeyError:  # a buffer read that neither a base of the graph owns nor an earlier item writes: nothing to name it by, so no plan
     return
