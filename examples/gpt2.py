@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from tg import Device, Tensor, TinyJit, Variable, dtypes
+from tg import Device, Tensor, TinyJit, Variable
 from tg.nn import Embedding, LayerNorm, Linear
 from tg.nn.state import get_state_dict, load_state_dict, safe_load, torch_load
 from tg.shape.symbolic import Node, sint
@@ -150,17 +150,21 @@ class GPT2:
     # range must hold two values at least, or it is a constant)
     self.start_pos_var = Variable("start_pos", 1, max(self.max_context - 1, 2))
     self.token_var = Variable("token", 0, max(cfg.vocab_size - 1, 1))
+    self.row_var = Variable("row", 0, max(self.max_context - 1, 1))
     self.decode_jit: TinyJit[Tensor] | None = None
 
-  def __call__(self, tokens: Tensor | Variable, start_pos: int | Variable = 0, last_only: bool = False) -> Tensor:
-    """Logits (batch, seqlen, vocab) for `tokens` (batch, seqlen) at positions start_pos.., keys and values of the
-    earlier positions coming from the cache. A bound Variable as `tokens` is one token of a batch of one: its embedding
-    is a symbolic slice of wte instead of a gather, so a jitted step needs no input tensor at all. `last_only` computes
-    the logits of the last position only (what generation needs: the head is the largest matmul of a step)."""
+  def __call__(self, tokens: Tensor | Variable | list[int], start_pos: int | Variable = 0, last_only: bool = False) -> Tensor:
+    """Logits (batch, seqlen, vocab) for `tokens` at positions start_pos.., keys and values of the earlier positions
+    coming from the cache. `tokens` is a (batch, seqlen) int Tensor, or one sequence of token ids (a list: batch 1, its
+    embeddings copied row by row, see embed_ids), or one token as a bound Variable (batch 1, seqlen 1: its embedding is
+    a symbolic slice of wte, so a jitted step needs no input tensor at all). `last_only` computes the logits of the last
+    position only (what generation needs: the head is the largest matmul of a step)."""
     tf = self.transformer
     seqlen: sint
     if isinstance(tokens, Node):
       seqlen, tok_emb = 1, tf.wte.weight.shrink(((tokens, tokens + 1), None)).reshape(1, 1, -1)
+    elif isinstance(tokens, list):
+      seqlen, tok_emb = len(tokens), self.embed_ids(tokens).reshape(1, len(tokens), -1)
     else:
       seqlen, tok_emb = tokens.shape[1], tf.wte(tokens)
     assert isinstance(seqlen, int), "the number of new tokens is concrete; the cache's length is what varies"
@@ -178,6 +182,17 @@ class GPT2:
     x = tf.ln_f(x)
     return x @ self.lm_head.get("weight", tf.wte.weight).T
 
+  def embed_ids(self, ids: list[int]) -> Tensor:
+    """wte's rows for `ids` (seqlen, n_embd), copied one row per kernel launch with the token and the row as bound
+    Variables, so one compiled kernel copies every row. nn.Embedding's gather (`wte(tokens)`, as tinygrad's) compares
+    each token with the whole vocabulary and reduces over it: for a 128-token prompt of GPT-2's 50257 tokens that is 5
+    billion multiply-adds, a second on CLANG, where these copies take milliseconds."""
+    out = Tensor.empty(len(ids), self.config.n_embd, device=self.transformer.wte.weight.device).realize()
+    for i, token in enumerate(ids):
+      row, tok = self.row_var.bind(i), self.token_var.bind(token)
+      out.shrink(((row, row + 1), None)).assign(self.transformer.wte.weight.shrink(((tok, tok + 1), None))).realize()
+    return out
+
   def _decode_step(self, token: Variable, start_pos: Variable) -> Tensor:
     return self(token, start_pos).realize()
 
@@ -187,7 +202,7 @@ class GPT2:
     if not (0 <= start_pos and start_pos + len(tokens) <= self.max_context):
       raise ValueError(f"positions {start_pos}..{start_pos + len(tokens) - 1} don't fit the context of {self.max_context}")
     if len(tokens) > 1 or start_pos == 0:
-      out = self(Tensor([tokens], dtype=dtypes.int32), start_pos, last_only=True)
+      out = self(tokens, start_pos, last_only=True)
     else:
       args = (self.token_var.bind(tokens[0]), self.start_pos_var.bind(start_pos))
       if not jit:
