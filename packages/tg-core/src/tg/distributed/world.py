@@ -12,9 +12,9 @@ the others waiting forever. What makes every way of stopping end the whole job i
     and raises CollectiveTimeoutError, which the excepthook turns into an abort.
 
 How a rank waits: by default it polls a nonblocking collective and sleeps between polls, leaving its core to ranks
-still computing (P ranks on P cores, or a machine shared with other work: bench/dp_step.py measured a 784-512-512-10
-MLP's step on 2 ranks of a busy 2-core machine 2-3x faster than with MPI's blocking calls, which spin). `poll=False`
-uses the blocking calls: the lowest latency where every rank has a core to itself and nothing else runs.
+still computing (P ranks on P cores, or a machine shared with other work: over shared memory on a busy 2-core machine,
+bench/dp_step.py's 2-rank MLP step was 1.2-2.9x faster so in six runs than with MPI's blocking calls, which spin).
+`poll=False` uses the blocking calls: the lowest latency where every rank has a core to itself and nothing else runs.
 """
 from __future__ import annotations
 
