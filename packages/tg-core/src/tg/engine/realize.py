@@ -55,8 +55,10 @@ class CompiledRunner(Runner):
       raise RuntimeError(f"device {p.device} can't run kernels (its plugin gave no compiler or runtime)")
     self.lib = dev.compiler.compile_cached(p.src)
     self.clprg = dev.runtime(p.function_name, self.lib)
-    # a kernel without symbolic sizes launches the same way every time: its dimensions are worked out once
-    self._dims = None if p.vars else p.launch_dims({})
+    # a kernel whose launch dimensions are numbers launches the same way every time: they are worked out once (a
+    # device may size a launch by a Variable its kernel doesn't take as an argument: then p.vars is empty, the dims not)
+    static = not p.vars and all(isinstance(s, int) for s in (*p.global_size, *p.local_size))
+    self._dims = p.launch_dims({}) if static else None
     super().__init__(p.name, p.device, p.op_estimate, p.mem_estimate)
 
   def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
