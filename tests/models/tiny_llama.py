@@ -6,6 +6,7 @@ model tests load, since no real checkpoint can be downloaded in CI.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import Any
@@ -45,6 +46,23 @@ def llamacpp_permute(w: Any, n_heads: int) -> Any:
   return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def llama3_rope_factors(rope: dict[str, Any], theta: float, head_dim: int) -> Any:
+  """rope_freqs.weight as llama.cpp's converter computes it for rope_type llama3: what each frequency is divided by."""
+  import numpy as np
+  factor, low, high, old = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"], rope["original_max_position_embeddings"]
+  out = []
+  for freq in 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim):
+    wavelen = 2 * math.pi / freq
+    if wavelen < old / high:
+      out.append(1.0)
+    elif wavelen > old / low:
+      out.append(factor)
+    else:
+      smooth = (old / wavelen - low) / (high - low)
+      out.append(1 / ((1 - smooth) / factor + smooth))
+  return np.array(out, dtype=np.float32)
+
+
 def write_gguf(hf: Any, path: str, qtype: str = "F32") -> str:
   """Write `hf`'s weights to the GGUF file `path` as llama.cpp's converter does for architecture "llama": its tensor
   names, q/k rows permuted, 1-d tensors (the norms) kept F32, the 2-d ones stored as `qtype` (F32, F16, Q8_0, Q4_0:
@@ -76,6 +94,9 @@ def write_gguf(hf: Any, path: str, qtype: str = "F32") -> str:
   w.add_token_types([2, 3, 3, *[6] * 256, *[1] * (len(pieces) - 259)])  # unknown, control, byte, normal
   w.add_bos_token_id(1)
   w.add_eos_token_id(2)
+  rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
+  if rope.get("rope_type") == "llama3":  # llama.cpp stores LLaMA 3's frequency scaling as a tensor of divisors
+    w.add_tensor("rope_freqs.weight", llama3_rope_factors(rope, float(rope.get("rope_theta", 10000.0)), head_dim))
   layer_names = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
                  "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate",
                  "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
