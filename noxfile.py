@@ -198,14 +198,19 @@ def opencl(session: nox.Session) -> None:
 
 @nox.session
 def models(session: nox.Session) -> None:
-  """examples/ models checked against transformers (CPU torch, the same pin as the tests), then the GPT-2 example's
-  command line on a tiny random checkpoint written by tests/models/tiny_gpt2.py (no weights can be downloaded in CI)."""
-  session.install("pytest", "torch==2.13.0", "transformers", "safetensors")
+  """examples/ models checked against transformers (CPU torch, the same pin as the tests), then the GPT-2 and LLaMA
+  examples' command lines on tiny random checkpoints written by tests/models/tiny_gpt2.py and tiny_llama.py (no weights
+  can be downloaded in CI): LLaMA's from its safetensors directory and from a Q8_0 GGUF file of the same weights."""
+  session.install("pytest", "torch==2.13.0", "transformers", "safetensors", "gguf")
   session.install(f"./{CORE}", "./packages/tg-clang")
   session.run("pytest", "tests/models", "--tg-device=CLANG", "-q", *session.posargs)
   tiny = f"{session.create_tmp()}/tiny-gpt2"
   session.run("python", "tests/models/tiny_gpt2.py", tiny)
   session.run("python", "examples/gpt2.py", "--model", tiny, "--prompt-ids", "1,2,3", "--count", "8", "--greedy", env={"DEVICE": "CLANG"})
+  tiny = f"{session.create_tmp()}/tiny-llama"
+  session.run("python", "tests/models/tiny_llama.py", tiny)
+  for model in (tiny, f"{tiny}/model-Q8_0.gguf"):
+    session.run("python", "examples/llama.py", "--model", model, "--prompt-ids", "1,2,3", "--count", "8", "--greedy", env={"DEVICE": "CLANG"})
 
 
 @nox.session
