@@ -325,6 +325,7 @@ class Checkpoint:
   what: str  # "safetensors", "GGUF (Q8_0)", ...
   pieces: list[str] | None = None
   control: list[int] = field(default_factory=list)
+  bos: int | None = None  # the GGUF tokenizer's BOS, when it adds one (tokenizer.ggml.add_bos_token, true by default)
 
 
 IGNORED = (".self_attn.rotary_emb.inv_freq",)  # older checkpoints store the rotary frequencies: computed here
@@ -408,7 +409,9 @@ def read_gguf(path: str) -> Checkpoint:
   pieces = kv.get("tokenizer.ggml.tokens")
   types = kv.get("tokenizer.ggml.token_type") or []
   what = f"GGUF ({GGUF_FILE_TYPES.get(kv.get('general.file_type', -1), 'type ' + str(kv.get('general.file_type', '?')))})"
-  return Checkpoint(cfg, weights, path, what, pieces if isinstance(pieces, list) else None, [i for i, t in enumerate(types) if t == 3])
+  bos = kv.get("tokenizer.ggml.bos_token_id") if kv.get("tokenizer.ggml.add_bos_token", True) else None
+  return Checkpoint(cfg, weights, path, what, pieces if isinstance(pieces, list) else None, [i for i, t in enumerate(types) if t == 3],
+                    bos if isinstance(bos, int) else None)
 
 
 def read_checkpoint(path: str) -> Checkpoint:
@@ -461,7 +464,7 @@ def load_tokenizer(ckpt: Checkpoint) -> tuple[Tokenizer, str]:
   tok, which = lm.load_hf_tokenizer(beside, ckpt.config.vocab_size)
   if which.startswith("tokenizers") or ckpt.pieces is None:
     return tok, which
-  tok = ByteTokenizer(ckpt.pieces, ckpt.config.vocab_size, ckpt.control)
+  tok = ByteTokenizer(ckpt.pieces, ckpt.config.vocab_size, ckpt.control, ckpt.bos)
   return tok, f"byte-level fallback (the GGUF file's vocabulary: {tok.kind}), which the model reads less well than its merged tokens"
 
 
@@ -479,7 +482,7 @@ def main(argv: list[str] | None = None) -> None:
   try:
     st = time.perf_counter()
     ckpt = read_checkpoint(args.model)
-  except (FileNotFoundError, ValueError) as e:
+  except (FileNotFoundError, ValueError, NotImplementedError) as e:  # NotImplementedError: a ggml type gguf_load can't dequantize
     raise SystemExit(f"error: {e}") from None
   cfg = ckpt.config
   tokenizer: Tokenizer | None = None

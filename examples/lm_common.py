@@ -147,10 +147,11 @@ class ByteTokenizer:
   - without a vocabulary (`pieces` None), byte b is token b, the convention of byte-level toy models.
 
   Decoding uses the pieces, so merged tokens a model generates come out as their text; `control` ids (<s>, </s>)
-  decode to nothing."""
+  decode to nothing. `bos`, when given, starts every encoded text (as LLaMA's tokenizers do)."""
 
-  def __init__(self, pieces: Sequence[str] | None, vocab_size: int, control: Sequence[int] = ()) -> None:
+  def __init__(self, pieces: Sequence[str] | None, vocab_size: int, control: Sequence[int] = (), bos: int | None = None) -> None:
     self.id_to_bytes: dict[int, bytes] = {}
+    self.bos = [bos] if bos is not None else []
     if pieces is None:
       if vocab_size < 256:
         raise ValueError(f"the byte-level fallback needs a token per byte: the vocabulary has only {vocab_size}")
@@ -175,7 +176,7 @@ class ByteTokenizer:
       self.id_to_bytes[i] = b""
 
   def encode(self, text: str) -> list[int]:
-    return [self.byte_to_id[b] for b in text.encode("utf-8")]
+    return self.bos + [self.byte_to_id[b] for b in text.encode("utf-8")]
 
   def decode(self, ids: list[int]) -> str:
     return b"".join(self.id_to_bytes.get(i, f"<{i}>".encode()) for i in ids).decode("utf-8", errors="replace")
@@ -193,8 +194,8 @@ def load_hf_tokenizer(model_dir: str, vocab_size: int) -> tuple[Tokenizer, str]:
   tj = os.path.join(model_dir, "tokenizer.json")
   if tokenizers is not None and os.path.isfile(tj):
     tok = tokenizers.Tokenizer.from_file(tj)
-    # no special tokens added: the ids are exactly the text's (a prompt that needs BOS says so with --prompt-ids)
-    return Wrapped(lambda s: tok.encode(s, add_special_tokens=False).ids, lambda ids: tok.decode(ids)), f"tokenizers ({tj})"
+    # special tokens as tokenizer.json's post-processor adds them (LLaMAs' BOS), as transformers' tokenizers do
+    return Wrapped(lambda s: tok.encode(s).ids, lambda ids: tok.decode(ids)), f"tokenizers ({tj})"
   why = "the tokenizers package is not installed" if tokenizers is None else f"{model_dir} has no tokenizer.json"
   pieces: list[str] | None = None
   if os.path.isfile(tj):

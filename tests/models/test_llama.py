@@ -310,7 +310,7 @@ def test_tokenizers(checkpoint: tuple[str, Any], tmp_path: str, monkeypatch: pyt
   t, which = lm_common.load_hf_tokenizer(str(tmp_path), 320)
   assert "fallback" in which and "<0xNN>" in which and t.encode("é") == [3 + 0xC3, 3 + 0xA9] and t.decode([*t.encode("é ✓"), 2]) == "é ✓</s>"
   t, which = llama.load_tokenizer(llama.read_checkpoint(gguf_file(checkpoint, "Q8_0")))
-  assert "GGUF file's vocabulary" in which and t.encode("Hi") == [75, 108] and t.decode([75, 108, 2, 259]) == "Hi e"
+  assert "GGUF file's vocabulary" in which and t.encode("Hi") == [1, 75, 108] and t.decode([1, 75, 108, 2, 259]) == "Hi e"  # BOS first
   t, which = lm_common.load_hf_tokenizer(checkpoint[0], 320)
   assert "byte b is token b" in which and t.encode("Hi") == [72, 105]
 
