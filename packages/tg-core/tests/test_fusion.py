@@ -130,6 +130,26 @@ def test_assign_copies_the_old_value_only_when_it_can_still_be_read() -> None:
       assert n == 0
 
 
+def test_assigns_into_apart_parts_of_one_buffer_are_not_ordered_by_each_other() -> None:
+  """Two tensors over apart parts of one buffer (parameters in one flat buffer), the second's new value computed from
+  the first's new value and its own old one: an assign orders only readers of the elements it writes. Ordered by the
+  whole buffer, q's kernel (reading its old part) had to run before p's write and after it: a refused cycle."""
+  b = Tensor(np.arange(8, dtype=np.float32)).contiguous().realize()
+  p, q = b[0:4], b[4:8]
+  p.assign(p + 1)
+  q.assign(p * 2 + q)
+  Tensor.realize(p, q)
+  np.testing.assert_array_equal(b.numpy(), np.concatenate([np.arange(4) + 1, (np.arange(4) + 1) * 2 + np.arange(4, 8)]))
+  # overlapping parts are still ordered: r reads the elements s writes, so it runs first (or reads a copy)
+  c = Tensor(np.arange(8, dtype=np.float32)).contiguous().realize()
+  r, t = c[0:6], c[2:8]
+  r2 = r * 10  # reads c[2:6] as they were
+  t.assign(t + 100)
+  Tensor.realize(t, r2)
+  np.testing.assert_array_equal(r2.numpy(), np.arange(6) * 10)
+  np.testing.assert_array_equal(c.numpy(), np.concatenate([np.arange(2), np.arange(2, 8) + 100]))
+
+
 def test_realized_buffer_is_not_recomputed() -> None:
   a = realized(4, 4)
   b = (a.exp() * 2).realize()

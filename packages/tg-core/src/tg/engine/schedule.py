@@ -486,6 +486,32 @@ def _writes_part(si: ScheduleItem, old: LazyBuffer) -> bool:
   return st is not None and not (st.contiguous and st.size == old.st.size)
 
 
+def _span(st: ShapeTracker) -> tuple[int, int] | None:
+  """The lowest and highest element a view reaches (bounds over every value of its Variables: never too narrow); None
+  when it reaches none."""
+  idx, valid = st.expr_idxs()
+  return None if valid.max == 0 else (int(idx.min), int(idx.max))
+
+
+def _reads_apart(si: ScheduleItem, arg: int, written: tuple[int, int] | None) -> bool:
+  """Whether kernel `si` reads argument `arg` only at elements outside `written` (an inclusive range), so an assign that
+  writes those elements may run before or after it."""
+  if written is None:
+    return True
+  loads, stack = [], [si.ast]
+  while stack:
+    op = stack.pop()
+    if op.op is BufferOps.LOAD and op.arg.idx == arg:
+      loads.append(op.arg.st)
+    stack.extend(op.src)
+  if not loads or arg < len(si.outputs):  # (a kernel writing the buffer too: left to the data edges)
+    return False
+  for st in loads:
+    if (span := _span(st)) is not None and span[0] <= written[1] and written[0] <= span[1]:
+      return False
+  return True
+
+
 class _Keep:
   """A node of the ordering graph for a COPY that keeps an old value (see _order)."""
 
@@ -540,8 +566,10 @@ def _order(items: dict[LazyBuffer, ScheduleItem], reads: dict[LazyBuffer, set[La
       if w.op is MetaOps.ASSIGN:
         old = w.srcs[1].base
         writers.setdefault(old, set()).add(a)
+        written = _span(w.arg) if w.arg is not None else (0, old.buffer.size - 1)  # the elements the assign writes
         for r, rs in reads.items():
-          if old in rs and r is not a:
+          # (a reader of other elements of the buffer, e.g. another parameter in one flat buffer, may run before or after)
+          if old in rs and r is not a and not _reads_apart(items[r], slots[r][old], written):
             olds.setdefault(a, {}).setdefault(r, set()).add(old)
   kept: dict[LazyBuffer, _Keep] = {}  # old base -> the copy of it made before it is overwritten
   rank: dict[_Node, int] = {b: i for i, b in enumerate(items)}
