@@ -313,6 +313,9 @@ def test_tokenizers(checkpoint: tuple[str, Any], tmp_path: str, monkeypatch: pyt
   assert "GGUF file's vocabulary" in which and t.encode("Hi") == [1, 75, 108] and t.decode([1, 75, 108, 2, 259]) == "Hi e"  # BOS first
   t, which = lm_common.load_hf_tokenizer(checkpoint[0], 320)
   assert "byte b is token b" in which and t.encode("Hi") == [72, 105]
+  order = lm_common.gpt2_byte_order()  # a byte-level BPE vocabulary (LLaMA 3's, GPT-2's): bytes spelled as characters
+  t = lm_common.ByteTokenizer([chr(b if i < 188 else 256 + i - 188) for i, b in enumerate(order)] + ["\u0120the"], 257)
+  assert "byte-level tokens" in t.kind and t.encode("a") == [order.index(ord("a"))] and t.decode([*t.encode("é"), 256]) == "é the"
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
