@@ -339,10 +339,11 @@ class Buffer:
     return self if self.is_allocated() else self.allocate()
 
   def allocate(self, opaque: Any = None) -> Buffer:
-    assert not self.is_allocated(), "buffer is already allocated"
+    assert self._buf is None, "buffer is already allocated"
     self.allocator = Device[self.device].allocator
-    self._buf = opaque if opaque is not None else self.allocator.alloc(self.nbytes, self.options)
-    GlobalCounters.mem_used += self.nbytes
+    nbytes = self.size * self.dtype.itemsize
+    self._buf = opaque if opaque is not None else self.allocator.alloc(nbytes, self.options)
+    GlobalCounters.mem_used += nbytes
     GlobalCounters.mem_used_peak = max(GlobalCounters.mem_used_peak, GlobalCounters.mem_used)
     return self
 

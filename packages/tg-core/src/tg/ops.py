@@ -15,31 +15,38 @@ from typing import Any, Union
 from tg.dtype import ConstType, DType, dtypes
 
 
-class UnaryOps(Enum):
+class OpEnum(Enum):
+  """An Enum hashed by identity, in C: ops are keys of the schedule and kernel caches and of the UOp graph's tables, hashed
+  on every realize (Enum's own hash is a Python call, of the member's name). A member is one object per process, and no
+  hash of one is ever kept across processes (disk keys are tg.diskcache.stable_key's text)."""
+  __hash__ = object.__hash__
+
+
+class UnaryOps(OpEnum):
   EXP2 = auto(); LOG2 = auto(); CAST = auto(); BITCAST = auto(); SIN = auto(); SQRT = auto()  # noqa: E702
   NEG = auto(); RECIP = auto()  # noqa: E702
 
 
-class BinaryOps(Enum):
+class BinaryOps(OpEnum):
   ADD = auto(); MUL = auto(); IDIV = auto(); MAX = auto(); MOD = auto(); CMPLT = auto(); CMPNE = auto()  # noqa: E702
   XOR = auto(); AND = auto(); OR = auto(); SHL = auto(); SHR = auto()  # noqa: E702
 
 
-class TernaryOps(Enum):
+class TernaryOps(OpEnum):
   WHERE = auto()
   MULACC = auto()  # a * b + c, rounded once: only the linearizer makes it, for renderers with Renderer.fused_mulacc
 
 
-class ReduceOps(Enum):
+class ReduceOps(OpEnum):
   SUM = auto(); MAX = auto(); PROD = auto()  # noqa: E702
 
 
-class BufferOps(Enum):
+class BufferOps(OpEnum):
   """Leaves and root of a kernel AST."""
   LOAD = auto(); CONST = auto(); STORE = auto()  # noqa: E702
 
 
-class MetaOps(Enum):
+class MetaOps(OpEnum):
   """Lazy-graph ops that are not arithmetic: where data comes from and how it moves."""
   EMPTY = auto(); CONST = auto(); COPY = auto(); CONTIGUOUS = auto(); ASSIGN = auto()  # noqa: E702
   SINK = auto()  # the root of a kernel with several outputs: src = its STOREs (output buffers 0..n-1)

@@ -24,7 +24,7 @@ miscompiles.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum, auto
+from enum import auto
 
 from tg.codegen.devectorize import devectorize
 from tg.codegen.linearize import linearize
@@ -34,7 +34,7 @@ from tg.codegen.tensor_core import TensorCorePlan, operand_as
 from tg.codegen.transcendental import rewrite_transcendentals
 from tg.codegen.uops import UOp, UOps
 from tg.helpers import DEBUG, prod, to_function_name
-from tg.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, UnaryOps
+from tg.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, OpEnum, ReduceOps, UnaryOps
 from tg.renderer import Program, Renderer
 from tg.settings import VECTORIZE
 from tg.shape.shapetracker import ShapeTracker
@@ -44,7 +44,7 @@ from tg.shape.symbolic import Node, sint
 MAX_UNROLLED = 256
 
 
-class OptOps(Enum):
+class OptOps(OpEnum):
   UPCAST = auto(); UNROLL = auto(); PADTO = auto(); LOCAL = auto(); GROUP = auto(); GROUPTOP = auto()  # noqa: E702
   NOLOCALS = auto(); TC = auto(); BLOCK = auto()  # noqa: E702
 

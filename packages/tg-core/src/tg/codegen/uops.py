@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from enum import Enum, auto
+from enum import auto
 from typing import Any
 
 from tg.dtype import ConstType, DType, PtrDType, dtypes
 from tg.interrupts import finalizer
-from tg.ops import BinaryOps, Op, TernaryOps, UnaryOps, exec_alu
+from tg.ops import BinaryOps, Op, OpEnum, TernaryOps, UnaryOps, exec_alu
 
 
-class UOps(Enum):
+class UOps(OpEnum):
   SINK = auto()           # root: src are the STOREs
   DEFINE_GLOBAL = auto()  # arg = buffer index; dtype = PtrDType
   DEFINE_VAR = auto()     # arg = Variable (symbolic size passed at run time)

@@ -148,7 +148,7 @@ def _report(what: str, before: Sequence[Buffer], after: Sequence[Buffer]) -> Non
 
 def plan_schedule(schedule: list[ScheduleItem]) -> list[ScheduleItem]:
   """The schedule with its internal buffers sharing memory (a new list; the items given are not changed)."""
-  if NO_MEMORY_PLANNER or len(schedule) < 2:  # (one item's buffers are all in use at once: nothing to share)
+  if NO_MEMORY_PLANNER.value or len(schedule) < 2:  # (one item's buffers are all in use at once: nothing to share)
     return schedule
   # fresh buffers only: a schedule's own outputs are plain buffers with nothing in them yet
   roots = {b for si in schedule for b in si.bufs if b._base is None and not b.is_allocated() and is_internal(b)}

@@ -54,7 +54,9 @@ def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] |
   nodes: list[LazyBuffer] = []
   buffers: dict[int, int] = {}  # id(Buffer) -> its number: bases that share a Buffer (an ASSIGN and its target)
   for o in outs:
-    if (ob := o.base) not in number:
+    if not o.st.concrete:
+      return None
+    if (ob := o._base or o) not in number:
       number[ob] = len(nodes)
       nodes.append(ob)
   parts: list[Any] = []
@@ -74,7 +76,7 @@ def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] |
       return None
     srcs = []
     for s in b.srcs:
-      sb = s.base
+      sb = s._base or s
       if (n := number.get(sb)) is None:
         n = number[sb] = len(nodes)
         nodes.append(sb)
@@ -83,11 +85,9 @@ def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] |
         return None
       srcs.append((n, st))
     append((b.op, arg, b.dtype, b.device, b.shape, b.forced_realize, shared, tuple(srcs)))
-  if not all(o.st.concrete for o in outs):
-    return None
   # the scheduler's switches are part of the key: a plan made under one doesn't hold under another
   config = (FUSE_REDUCE.value, NEST_REDUCE.value)
-  return (tuple(parts), tuple((number[o.base], o.st) for o in outs), config), nodes
+  return (tuple(parts), tuple([(number[o._base or o], o.st) for o in outs]), config), nodes
 
 
 def lookup(key: Hashable) -> Plan | None:
