@@ -12,7 +12,7 @@ import tg.divcheck as divcheck
 import tg.function as F
 from tg.device import Buffer, Device, is_dtype_supported
 from tg.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
-from tg.engine.realize import run_schedule
+from tg.engine.realize import realize_lazybuffers
 from tg.engine.schedule import ScheduleItem, create_schedule
 from tg.errors import AxisError, DTypeError, GradientError, ShapeError, TgArgumentError
 from tg.helpers import argfix, prod
@@ -68,7 +68,7 @@ def _on_devices(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
 def _run(lbs: Sequence[LazyBuffer | MultiLazyBuffer]) -> None:
   """Realize `lbs`, with the zero-divisor checks of the integer divisions they depend on (tg.divcheck)."""
   todo, guards = divcheck.with_guards(_parts(lbs))
-  run_schedule(create_schedule(todo))
+  realize_lazybuffers(todo)
   divcheck.check(guards)
 
 

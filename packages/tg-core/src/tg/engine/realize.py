@@ -18,8 +18,9 @@ import tg.codegen.heuristics  # noqa: F401  (Kernel.hand_coded_optimizations use
 from tg.codegen.kernel import Kernel
 from tg.device import Buffer, Device
 from tg.engine import memory, pending, profile
-from tg.engine.schedule import ScheduleItem
+from tg.engine.schedule import ScheduleItem, lookup_plan, schedule_found
 from tg.helpers import DEBUG, GlobalCounters, colored
+from tg.interrupts import hold_sigint
 from tg.ops import LazyOp, MetaOps
 from tg.renderer import Program
 from tg.settings import BEAM, CAPTURING
@@ -205,5 +206,30 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
 
 
 def realize_lazybuffers(lbs: list[Any]) -> None:
-  from tg.engine.schedule import create_schedule
-  run_schedule(create_schedule(lbs))
+  """Compute `lbs` (Tensor.realize). A graph scheduled before as one kernel with nothing else to do (an eager op: no
+  in-place write, no temporary, no capture) takes a shortcut: its kernel runs on its buffers, then the graph is dropped.
+  That is transactional without PendingWork: until the kernel returned, the graph is still there, so a failure
+  (MemoryError, a raising kernel) leaves the tensors lazy, and Ctrl-C waits until the bases are marked."""
+  found, plan = lookup_plan(lbs)
+  if found is None or plan is None or len(plan.items) != 1 or plan.olds or plan.temps or (_capture_stack and CAPTURING.value) or \
+      plan.items[0][0].op in (MetaOps.COPY, MetaOps.EMPTY):
+    run_schedule(schedule_found(lbs, found, plan))
+    return
+  (ast, numbers), nodes = plan.items[0], found[1]
+  bufs = [nodes[n].buffer for n in numbers]
+  bases = [nodes[n] for n in plan.bases]
+  try:
+    ei = ExecItem(get_runner(bufs[0].device, ast, bufs), bufs, len(ast.src) if ast.op is MetaOps.SINK else 1)
+    with hold_sigint():
+      ei.run()
+      for b in bases:  # as schedule._finish does, once the kernel ran
+        memory.track(b)
+        b.op, b.srcs = None, ()
+  except BaseException:
+    if bases[0].op is not None:
+      # not run: left as the full path leaves a failed run, scheduled and pending (engine/pending.py), so the values it
+      # reads are kept for it (a TinyJit replay that overwrites one in place runs it first)
+      schedule_found(lbs, found, plan)
+    raise
+  finally:
+    nodes.clear()  # (the caller's list must not keep the graph alive)

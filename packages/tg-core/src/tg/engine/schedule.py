@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from tg.device import Buffer
@@ -374,12 +375,26 @@ class _KernelBuilder:
     return ScheduleItem(ast, tuple(self.bufs), self.var_vals)
 
 
+_Found = tuple[Hashable, list[LazyBuffer]]  # a graph's structure and its bases as the structure numbers them
+
+
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
+  return schedule_found(outs, *lookup_plan(outs))
+
+
+def lookup_plan(outs: list[LazyBuffer]) -> tuple[_Found | None, schedule_cache.Plan | None]:
+  """Get the graph ready to schedule, and find the plan of its structure: (its structure, the plan), either None when
+  the structure can't be cached or wasn't scheduled before."""
   pending.settle_graph(outs)  # what a failed run left to do that this graph reads, or that reads what it overwrites
   if pack_candidates:  # large matmul-like sums: their device decides how their operands are laid out (engine/packing.py)
     packing.pack_noted()
   found = schedule_cache.structure(outs) if not graphviz.enabled() else None
-  if found is not None and (plan := schedule_cache.lookup(found[0])) is not None:
+  return found, schedule_cache.lookup(found[0]) if found is not None else None
+
+
+def schedule_found(outs: list[LazyBuffer], found: _Found | None, plan: schedule_cache.Plan | None) -> list[ScheduleItem]:
+  """The schedule of `outs`, from lookup_plan's answer for them."""
+  if found is not None and plan is not None:
     return _from_plan(plan, found[1])
   bases, fused, nested = _needs_realize(outs)
   realized = set(bases)
