@@ -16,15 +16,14 @@ file, a tokenizer.json beside it) when it is installed, else byte by byte throug
 GGUF file's own vocabulary, or tokenizer.json's read as JSON), which the model reads less well; the program says which.
 Information goes to stderr; stdout gets the text (prompt included) or, with --prompt-ids, the token ids on one line.
 
-How it runs is examples/gpt2.py's way: the prompt goes through the model in one call (the prefill), which writes
-every layer's keys and values into a cache preallocated for the context; then each new token is one call of a decode
-step that reads the cache up to `start_pos` and writes its own keys and values at `start_pos`, run under TinyJit with
-`start_pos` and the token as bound Variables, so one captured set of kernels serves every position.
+How it runs is examples/gpt2.py's way, both from examples/lm_common.py (CachedAttention, CachedDecoder): the prompt
+goes through the model in one call (the prefill), which writes every layer's keys and values into a cache
+preallocated for the context; then each new token is one call of a decode step that reads the cache up to `start_pos`
+and writes its own keys and values at `start_pos`, run under TinyJit with `start_pos` and the token as bound
+Variables, so one captured set of kernels serves every position.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
 import sys
@@ -34,10 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from tg import Device, Tensor, TinyJit, Variable
+from tg import Device, Tensor, Variable
 from tg.nn import Embedding, Linear, RMSNorm
 from tg.nn.state import get_state_dict, gguf_load, load_state_dict
-from tg.shape.symbolic import Node, sint
 
 # lm_common lies beside this file: on sys.path already when this runs as a script, not when it is imported as
 # examples.llama (the tests, bench/); appended, not prepended, so examples/' file names shadow nothing
@@ -46,6 +44,7 @@ if (_here := os.path.dirname(os.path.abspath(__file__))) not in sys.path:
 import lm_common as lm
 from lm_common import ByteTokenizer, Tokenizer
 
+DEFAULT_PROMPT = "The capital of France is"
 DEFAULT_CONTEXT = 4096  # the cache's length when none is asked for: Llama 3's 131072 positions would take gigabytes
 GET_IT = "get one with `hf download REPO --local-dir DIR` (pip install huggingface_hub), or `save_pretrained` in transformers"
 
@@ -89,13 +88,7 @@ class LlamaConfig:
 
   @staticmethod
   def from_json(path: str) -> LlamaConfig:
-    try:
-      with open(path) as f:
-        raw = json.load(f)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path} is not valid JSON: {e}") from None
-    if raw.get("model_type", "llama") != "llama":
-      raise ValueError(f"{path} describes a {raw['model_type']!r} model, not a LLaMA (model_type 'llama')")
+    raw = lm.read_config_json(path, "llama", "a LLaMA")
     if raw.get("hidden_act", "silu") != "silu":
       raise ValueError(f"{path}: hidden_act {raw['hidden_act']!r} is not supported (LLaMA's MLP is SwiGLU: silu)")
     for flag in ("attention_bias", "mlp_bias"):
@@ -163,34 +156,22 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
   return (x1 * cos - x2 * sin).cat(x2 * cos + x1 * sin, dim=-1)
 
 
-class Attention:
+class Attention(lm.CachedAttention):
   def __init__(self, cfg: LlamaConfig, max_context: int) -> None:
-    self.n_heads, self.n_kv, self.head_dim, self.max_context = cfg.num_attention_heads, cfg.n_kv_heads, cfg.dim_per_head, max_context
+    self.n_heads, self.n_kv, self.head_dim = cfg.num_attention_heads, cfg.n_kv_heads, cfg.dim_per_head
     self.q_proj = Linear(cfg.hidden_size, self.n_heads * self.head_dim, bias=False)
     self.k_proj = Linear(cfg.hidden_size, self.n_kv * self.head_dim, bias=False)
     self.v_proj = Linear(cfg.hidden_size, self.n_kv * self.head_dim, bias=False)
     self.o_proj = Linear(self.n_heads * self.head_dim, cfg.hidden_size, bias=False)
-    self.cache_kv: Tensor | None = None  # (2, batch, kv heads, max_context, head_dim), made on the first call
+    # the cache (2, batch, kv heads, max_context, head_dim) holds the kv heads only (grouped-query attention's saving)
+    super().__init__(max_context)
 
   def __call__(self, x: Tensor, start_pos: int | Variable, cos: Tensor, sin: Tensor, mask: Tensor | None) -> Tensor:
     bsz, seqlen, _ = x.shape
     q = rotate(self.q_proj(x).reshape(bsz, seqlen, self.n_heads, self.head_dim).transpose(1, 2), cos, sin)
     k = rotate(self.k_proj(x).reshape(bsz, seqlen, self.n_kv, self.head_dim).transpose(1, 2), cos, sin)
     v = self.v_proj(x).reshape(bsz, seqlen, self.n_kv, self.head_dim).transpose(1, 2)
-    if self.cache_kv is None or self.cache_kv.shape[1] != bsz:
-      self.cache_kv = Tensor.zeros(2, bsz, self.n_kv, self.max_context, self.head_dim, dtype=x.dtype).contiguous().realize()
-    # the cache holds the kv heads only (grouped-query attention's saving); written in place at start_pos as gpt2.py's
-    # is, and realized at once, so the write is ordered before the reads built on the cache's buffer below
-    self.cache_kv.shrink((None, None, None, (start_pos, start_pos + seqlen), None)).assign(Tensor.stack(k, v)).realize()
-    keys = self.cache_kv[0].shrink((None, None, (0, start_pos + seqlen), None)).unsqueeze(2)  # (batch, kv, 1, ctx, hd)
-    values = self.cache_kv[1].shrink((None, None, (0, start_pos + seqlen), None)).unsqueeze(2)
-    # the query heads of a group share their kv head: (batch, kv, group, seqlen, hd) against (batch, kv, 1, ctx, hd)
-    # broadcasts the cache instead of copying it group times
-    q = q.reshape(bsz, self.n_kv, self.n_heads // self.n_kv, seqlen, self.head_dim)
-    scores = (q @ keys.transpose(-2, -1)) * (1 / math.sqrt(self.head_dim))
-    if mask is not None:
-      scores = scores + mask
-    out = (scores.softmax(-1) @ values).reshape(bsz, self.n_heads, seqlen, self.head_dim)
+    out = self.attend(q, k, v, start_pos, 1 / math.sqrt(self.head_dim), mask)  # (batch, heads, seqlen, head_dim)
     return self.o_proj(out.transpose(1, 2).reshape(bsz, seqlen, self.n_heads * self.head_dim))
 
 
@@ -224,9 +205,10 @@ class LlamaModel:
     self.norm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
 
 
-class Llama:
+class Llama(lm.CachedDecoder):
   """Hugging Face's LlamaForCausalLM: `model` and the language-model head, `lm_head.weight`, or the token embedding's
-  weight when the config ties them (tie_word_embeddings)."""
+  weight when the config ties them (tie_word_embeddings). Prefill, the jitted decode step (`logits_next`) and the
+  prompt's row-copy embedding (`embed_ids`) are lm_common.CachedDecoder's, as GPT2's are."""
 
   def __init__(self, cfg: LlamaConfig, max_context: int | None = None) -> None:
     self.config = cfg
@@ -237,16 +219,10 @@ class Llama:
     # parameters (as Hugging Face's inv_freq), so load_weights leaves them out (BUFFERS)
     cos, sin = rope_tables(cfg, self.max_context)
     self.rope_cos, self.rope_sin = Tensor(cos).realize(), Tensor(sin).realize()
-    # decode steps take the position and the token as Variables: one compiled step serves every value (a Variable's
-    # range must hold two values at least, or it is a constant)
-    self.start_pos_var = Variable("start_pos", 1, max(self.max_context - 1, 2))
-    self.token_var = Variable("token", 0, max(cfg.vocab_size - 1, 1))
-    self.row_var = Variable("row", 0, max(self.max_context - 1, 1))
-    self.decode_jit: TinyJit[Tensor] | None = None
+    super().__init__(cfg.vocab_size, self.max_context)
 
-  @property
-  def vocab_size(self) -> int:
-    return self.config.vocab_size
+  def token_embedding(self) -> Embedding:
+    return self.model.embed_tokens
 
   def __call__(self, tokens: Tensor | Variable | list[int], start_pos: int | Variable = 0, last_only: bool = False) -> Tensor:
     """Logits (batch, seqlen, vocab) for `tokens` at positions start_pos.., keys and values of the earlier positions
@@ -254,57 +230,14 @@ class Llama:
     row copies, see embed_ids), or one token as a bound Variable (batch 1, seqlen 1: its embedding is a symbolic slice
     of embed_tokens, so a jitted step needs no input tensor). `last_only`: the logits of the last position only."""
     m = self.model
-    seqlen: sint
-    if isinstance(tokens, Node):
-      seqlen, x = 1, m.embed_tokens.weight.shrink(((tokens, tokens + 1), None)).reshape(1, 1, -1)
-    elif isinstance(tokens, list):
-      seqlen, x = len(tokens), self.embed_ids(tokens).reshape(1, len(tokens), -1)
-    else:
-      seqlen, x = tokens.shape[1], m.embed_tokens(tokens)
-    assert isinstance(seqlen, int), "the number of new tokens is concrete; the cache's length is what varies"
+    seqlen, x = self.embed(tokens)
     cos, sin = (t.shrink(((start_pos, start_pos + seqlen), None)) for t in (self.rope_cos, self.rope_sin))
-    mask = None
-    if seqlen > 1:  # causal: position start_pos + i sees the cache and the new tokens up to i
-      if not isinstance(start_pos, int):
-        raise ValueError("a call with several new tokens (a prefill) takes an int start_pos; a symbolic one is for one-token decode steps")
-      mask = Tensor.full((1, 1, seqlen, start_pos + seqlen), -math.inf, dtype=x.dtype, device=x.device).triu(start_pos + 1)
+    mask = lm.causal_mask(seqlen, start_pos, x)
     for layer in m.layers:
       x = layer(x, start_pos, cos, sin, mask)
     if last_only:
       x = x[:, -1:]
     return m.norm(x) @ self.lm_head.get("weight", m.embed_tokens.weight).T
-
-  def embed_ids(self, ids: list[int]) -> Tensor:
-    """embed_tokens' rows for `ids` (seqlen, hidden), one row copy per kernel launch with the row and the token as
-    bound Variables (one compiled kernel for all): nn.Embedding's gather compares every token with the whole vocabulary
-    (32000 to 128256 rows for LLaMAs), which for a long prompt costs far more than these copies."""
-    weight = self.model.embed_tokens.weight
-    out = Tensor.empty(len(ids), self.config.hidden_size, device=weight.device).realize()
-    for i, token in enumerate(ids):
-      row, tok = self.row_var.bind(i), self.token_var.bind(token)
-      out.shrink(((row, row + 1), None)).assign(weight.shrink(((tok, tok + 1), None))).realize()
-    return out
-
-  def _decode_step(self, token: Variable, start_pos: Variable) -> Tensor:
-    return self(token, start_pos).realize()
-
-  def logits_next(self, tokens: list[int], start_pos: int, jit: bool = True) -> np.ndarray:
-    """The next token's logits (vocab,) after `tokens` placed at start_pos.. (the cache holds what comes before):
-    several tokens are a prefill, one token a decode step (jitted unless jit=False)."""
-    if not (0 <= start_pos and start_pos + len(tokens) <= self.max_context):
-      raise ValueError(f"positions {start_pos}..{start_pos + len(tokens) - 1} don't fit the context of {self.max_context}")
-    if len(tokens) > 1 or start_pos == 0:
-      out = self(tokens, start_pos, last_only=True)
-    else:
-      args = (self.token_var.bind(tokens[0]), self.start_pos_var.bind(start_pos))
-      if not jit:
-        out = self._decode_step(*args)
-      else:
-        if self.decode_jit is None:
-          self.decode_jit = TinyJit(self._decode_step)
-        out = self.decode_jit(*args)
-    logits: np.ndarray = out.numpy().reshape(-1)
-    return logits
 
 
 def generate(model: Llama, prompt: list[int], count: int, **kw: Any) -> list[int]:
@@ -333,10 +266,7 @@ BUFFERS = ("rope_cos", "rope_sin")  # the model's tensors that no checkpoint hol
 
 
 def read_hf(model_dir: str) -> Checkpoint:
-  config_path = os.path.join(model_dir, "config.json")
-  if not os.path.isfile(config_path):
-    raise FileNotFoundError(f"{model_dir} has no config.json: it is not a Hugging Face model directory")
-  cfg = LlamaConfig.from_json(config_path)
+  cfg = LlamaConfig.from_json(lm.config_path(model_dir))
   weights = lm.read_hf_weights(model_dir, GET_IT)
   what = "safetensors" if any(f.endswith(".safetensors") for f in os.listdir(model_dir)) else "pytorch_model.bin"
   return Checkpoint(cfg, weights, model_dir, what)
@@ -436,10 +366,7 @@ def load_weights(model: Llama, ckpt: Checkpoint) -> None:
     if name.endswith(IGNORED) or (name == "lm_head.weight" and model.config.tie_word_embeddings):
       continue
     state[name if name.startswith(("model.", "lm_head.")) else f"model.{name}"] = t
-  missing, unexpected = sorted(set(want) - set(state)), sorted(set(state) - set(want))
-  if missing or unexpected:
-    raise ValueError(f"{ckpt.where}: the weights don't match the config's LLaMA: missing {missing[:8]}{' ...' if len(missing) > 8 else ''}, "
-                     f"unexpected {unexpected[:8]}{' ...' if len(unexpected) > 8 else ''}")
+  lm.check_names(want, state, ckpt.where, "the config's LLaMA")
   for name, t in state.items():
     if tuple(t.shape) != tuple(want[name].shape):
       raise ValueError(f"{ckpt.where}: {name} has shape {tuple(t.shape)}, the config's LLaMA needs {tuple(want[name].shape)}")
@@ -472,13 +399,8 @@ def load_tokenizer(ckpt: Checkpoint) -> tuple[Tokenizer, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--model", required=True, metavar="DIR_OR_GGUF",
-                      help="a Hugging Face LLaMA directory (config.json + model.safetensors) or a GGUF file")
-  lm.add_generation_arguments(parser, "The capital of France is")
-  args = parser.parse_args(argv)
-  sampling = lm.sampling_from_args(parser, args)
-  lm.log(f"device: {Device.describe_default()}")
+  args, sampling = lm.parse_command_line(__doc__, "DIR_OR_GGUF", "a Hugging Face LLaMA directory (config.json + model.safetensors) or a GGUF file",
+                                         DEFAULT_PROMPT, argv)
   try:
     st = time.perf_counter()
     ckpt = read_checkpoint(args.model)
@@ -494,7 +416,7 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as e:
       raise SystemExit(f"error: {e}; pass --prompt-ids instead") from None
     lm.log(f"tokenizer: {which}")
-    ids = tokenizer.encode(args.prompt if args.prompt is not None else "The capital of France is")
+    ids = tokenizer.encode(args.prompt if args.prompt is not None else DEFAULT_PROMPT)
   # the cache holds exactly what this run needs: a LLaMA's full context would take gigabytes for a short generation
   model = Llama(cfg, min(max(len(ids) + args.count, 2), cfg.max_position_embeddings))
   try:

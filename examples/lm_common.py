@@ -1,10 +1,12 @@
-"""What the language-model examples share: sampling, the generation loop, the byte-level tokenizer fallback, and the
-command line's options and output. Used by examples/llama.py; examples/gpt2.py still has its own copies of the same
-functions (it predates this module).
+"""What the language-model examples (examples/gpt2.py, examples/llama.py) share: the KV cache and its attention, the
+prompt's row-copy embedding, prefill and the jitted decode step (`CachedAttention`, `CachedDecoder`), sampling, the
+generation loop, reading a Hugging Face checkpoint's weight files, the byte-level tokenizer fallback, and the command
+line's options and output.
 
-A model plugs in through `LanguageModel`: `logits_next(tokens, start_pos, jit)` gives the next token's logits after
-`tokens` placed at positions start_pos.. (the model's KV cache holds what comes before), and the model says its
-vocabulary size and the context its cache holds.
+A model plugs into generation through `LanguageModel`: `logits_next(tokens, start_pos, jit)` gives the next token's
+logits after `tokens` placed at positions start_pos.. (the model's KV cache holds what comes before), and the model says
+its vocabulary size and the context its cache holds. `CachedDecoder` implements it for a model whose `__call__` runs
+its layers on embedded tokens: it needs only the token embedding (`token_embedding`).
 """
 from __future__ import annotations
 
@@ -20,8 +22,125 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from tg import Tensor
+from tg import Device, Tensor, TinyJit, Variable
+from tg.nn import Embedding
 from tg.nn.state import safe_load, torch_load
+from tg.shape.symbolic import Node, sint
+
+# ---------- the KV cache, prefill and the decode step ----------
+
+
+class CachedAttention:
+  """An attention layer's KV cache: one realized tensor (2, batch, kv heads, max_context, head_dim), made on the first
+  call, written in place at start_pos by every call and read up to start_pos + seqlen (`attend`)."""
+
+  def __init__(self, max_context: int) -> None:
+    self.max_context = max_context
+    self.cache_kv: Tensor | None = None
+
+  def attend(self, q: Tensor, k: Tensor, v: Tensor, start_pos: int | Variable, scale: float, mask: Tensor | None) -> Tensor:
+    """softmax(q k^T * scale + mask) v over the cache and this call's keys and values: q (batch, heads, seqlen,
+    head_dim), k and v (batch, kv heads, seqlen, head_dim), kv heads dividing heads (grouped-query attention when fewer);
+    the result is (batch, heads, seqlen, head_dim)."""
+    bsz, n_kv, seqlen, head_dim = k.shape
+    n_heads = q.shape[1]
+    if self.cache_kv is None or self.cache_kv.shape[1] != bsz:
+      self.cache_kv = Tensor.zeros(2, bsz, n_kv, self.max_context, head_dim, dtype=k.dtype).contiguous().realize()
+    # write this call's keys and values at [start_pos, start_pos + seqlen) in place (with a symbolic start_pos the kernel
+    # that does it is the same for every position), realized at once, so the write is ordered before the reads built
+    # on the cache's buffer below
+    self.cache_kv.shrink((None, None, None, (start_pos, start_pos + seqlen), None)).assign(Tensor.stack(k, v)).realize()
+    keys = self.cache_kv[0].shrink((None, None, (0, start_pos + seqlen), None))
+    values = self.cache_kv[1].shrink((None, None, (0, start_pos + seqlen), None))
+    if n_heads != n_kv:
+      # the query heads of a group share their kv head: (batch, kv, group, seqlen, hd) against (batch, kv, 1, ctx, hd)
+      # broadcasts the cache instead of copying it group times
+      q, keys, values = q.reshape(bsz, n_kv, n_heads // n_kv, seqlen, head_dim), keys.unsqueeze(2), values.unsqueeze(2)
+    scores = (q @ keys.transpose(-2, -1)) * scale
+    if mask is not None:
+      scores = scores + mask
+    return (scores.softmax(-1) @ values).reshape(bsz, n_heads, seqlen, head_dim)
+
+
+def causal_mask(seqlen: int, start_pos: int | Variable, like: Tensor) -> Tensor | None:
+  """The additive mask of `seqlen` new tokens at start_pos (None for one token): position start_pos + i sees the cache
+  and the new tokens up to i."""
+  if seqlen <= 1:
+    return None
+  if not isinstance(start_pos, int):
+    raise ValueError("a call with several new tokens (a prefill) takes an int start_pos; a symbolic one is for one-token decode steps")
+  return Tensor.full((1, 1, seqlen, start_pos + seqlen), -math.inf, dtype=like.dtype, device=like.device).triu(start_pos + 1)
+
+
+class CachedDecoder:
+  """A decoder-only model with a KV cache (its layers are `CachedAttention`s): the prompt in one call (the prefill),
+  then one call per new token, the decode step, under TinyJit. The step takes the position and the token as bound
+  Variables, so one captured set of kernels serves every position and token, and it needs no input tensor at all (the
+  token's embedding is a symbolic slice of the embedding table). A subclass says which `token_embedding` it has and
+  computes `__call__`, embedding its tokens with `embed`."""
+
+  def __init__(self, vocab_size: int, max_context: int) -> None:
+    self.vocab_size, self.max_context = vocab_size, max_context
+    # a Variable's range must hold two values at least, or it is a constant
+    self.start_pos_var = Variable("start_pos", 1, max(max_context - 1, 2))
+    self.token_var = Variable("token", 0, max(vocab_size - 1, 1))
+    self.row_var = Variable("row", 0, max(max_context - 1, 1))
+    self.decode_jit: TinyJit[Tensor] | None = None
+
+  def token_embedding(self) -> Embedding:
+    raise NotImplementedError
+
+  def __call__(self, tokens: Tensor | Variable | list[int], start_pos: int | Variable = 0, last_only: bool = False) -> Tensor:
+    raise NotImplementedError
+
+  def embed(self, tokens: Tensor | Variable | list[int]) -> tuple[int, Tensor]:
+    """(seqlen, the token embeddings (batch, seqlen, dim)) of a (batch, seqlen) int Tensor (nn.Embedding's gather), of
+    one sequence of ids (a list: batch 1, copied row by row, see embed_ids), or of one token as a bound Variable (batch
+    1, seqlen 1: a symbolic slice of the table, so a jitted step needs no input tensor)."""
+    table = self.token_embedding()
+    seqlen: sint
+    if isinstance(tokens, Node):
+      seqlen, x = 1, table.weight.shrink(((tokens, tokens + 1), None)).reshape(1, 1, -1)
+    elif isinstance(tokens, list):
+      seqlen, x = len(tokens), self.embed_ids(tokens).reshape(1, len(tokens), -1)
+    else:
+      seqlen, x = tokens.shape[1], table(tokens)
+    assert isinstance(seqlen, int), "the number of new tokens is concrete; the cache's length is what varies"
+    return seqlen, x
+
+  def embed_ids(self, ids: list[int]) -> Tensor:
+    """The embedding table's rows for `ids` (seqlen, dim), copied one row per kernel launch with the token and the row
+    as bound Variables, so one compiled kernel copies every row. nn.Embedding's gather (as tinygrad's) compares each
+    token with the whole vocabulary and reduces over it: for a 128-token prompt of GPT-2's 50257 tokens that is 5
+    billion multiply-adds, a second on CLANG, where these copies take milliseconds (LLaMAs have 32000 to 128256)."""
+    weight = self.token_embedding().weight
+    out = Tensor.empty(len(ids), weight.shape[1], device=weight.device).realize()
+    for i, token in enumerate(ids):
+      row, tok = self.row_var.bind(i), self.token_var.bind(token)
+      out.shrink(((row, row + 1), None)).assign(weight.shrink(((tok, tok + 1), None))).realize()
+    return out
+
+  def _decode_step(self, token: Variable, start_pos: Variable) -> Tensor:
+    return self(token, start_pos).realize()
+
+  def logits_next(self, tokens: list[int], start_pos: int, jit: bool = True) -> np.ndarray:
+    """The next token's logits (vocab,) after `tokens` placed at start_pos.. (the cache holds what comes before):
+    several tokens are a prefill, one token a decode step (jitted unless jit=False)."""
+    if not (0 <= start_pos and start_pos + len(tokens) <= self.max_context):
+      raise ValueError(f"positions {start_pos}..{start_pos + len(tokens) - 1} don't fit the context of {self.max_context}")
+    if len(tokens) > 1 or start_pos == 0:
+      out = self(tokens, start_pos, last_only=True)
+    else:
+      args = (self.token_var.bind(tokens[0]), self.start_pos_var.bind(start_pos))
+      if not jit:
+        out = self._decode_step(*args)
+      else:
+        if self.decode_jit is None:
+          self.decode_jit = TinyJit(self._decode_step)
+        out = self.decode_jit(*args)
+    logits: np.ndarray = out.numpy().reshape(-1)
+    return logits
+
 
 # ---------- sampling and generation ----------
 
@@ -99,6 +218,34 @@ def generate(model: LanguageModel, prompt: list[int], count: int, temperature: f
 # ---------- Hugging Face checkpoints ----------
 
 
+def config_path(model_dir: str) -> str:
+  """A Hugging Face model directory's config.json; a FileNotFoundError when it has none."""
+  path = os.path.join(model_dir, "config.json")
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"{model_dir} has no config.json: it is not a Hugging Face model directory")
+  return path
+
+
+def read_config_json(path: str, model_type: str, model_name: str) -> dict[str, Any]:
+  """A config.json's fields; a ValueError when it is not JSON or its model_type is not `model_type`."""
+  try:
+    with open(path) as f:
+      raw: dict[str, Any] = json.load(f)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{path} is not valid JSON: {e}") from None
+  if raw.get("model_type", model_type) != model_type:
+    raise ValueError(f"{path} describes a {raw['model_type']!r} model, not {model_name} (model_type {model_type!r})")
+  return raw
+
+
+def check_names(want: dict[str, Tensor], state: dict[str, Tensor], where: str, model_name: str) -> None:
+  """A ValueError naming (the first 8 of) the tensors a checkpoint lacks and those the model has no place for."""
+  missing, unexpected = sorted(set(want) - set(state)), sorted(set(state) - set(want))
+  if missing or unexpected:
+    raise ValueError(f"{where}: the weights don't match {model_name}: missing {missing[:8]}{' ...' if len(missing) > 8 else ''}, "
+                     f"unexpected {unexpected[:8]}{' ...' if len(unexpected) > 8 else ''}")
+
+
 def read_hf_weights(model_dir: str, get_it: str) -> dict[str, Tensor]:
   """The tensors of a Hugging Face model directory by name: model.safetensors, or the shards a
   model.safetensors.index.json lists, or pytorch_model.bin. `get_it` says how to get a checkpoint (for the error)."""
@@ -137,6 +284,12 @@ def gpt2_byte_order() -> list[int]:
   return printable + [b for b in range(256) if b not in printable]
 
 
+def byte_level_chars() -> dict[str, int]:
+  """How byte-level BPE vocabularies spell the bytes: character -> byte (the 188 printable bytes as themselves, the
+  n-th other byte as chr(256 + n))."""
+  return {chr(b if i < 188 else 256 + i - 188): b for i, b in enumerate(gpt2_byte_order())}
+
+
 class ByteTokenizer:
   """The fallback without a tokenizer library: every byte of the text is one token, so any text encodes, but not into
   the merged tokens a model was trained on (it reads them less well). Which id a byte has depends on the vocabulary:
@@ -159,8 +312,7 @@ class ByteTokenizer:
       self.id_to_bytes = {b: bytes([b]) for b in range(256)}
       return
     index = {p: i for i, p in enumerate(pieces)}
-    order = gpt2_byte_order()
-    char_to_byte = {chr(b if i < 188 else 256 + i - 188): b for i, b in enumerate(order)}
+    char_to_byte = byte_level_chars()
     if all(f"<0x{b:02X}>" in index for b in range(256)):
       self.byte_to_id, self.kind = [index[f"<0x{b:02X}>"] for b in range(256)], "the vocabulary's <0xNN> byte tokens"
       for i, p in enumerate(pieces):
@@ -182,20 +334,30 @@ class ByteTokenizer:
     return b"".join(self.id_to_bytes.get(i, f"<{i}>".encode()) for i in ids).decode("utf-8", errors="replace")
 
 
+def import_tokenizers() -> Any:
+  """The `tokenizers` module, or None where it is not installed."""
+  try:
+    import tokenizers
+  except ImportError:
+    return None
+  return tokenizers
+
+
+def json_tokenizer(tokenizers: Any, path: str) -> tuple[Tokenizer, str]:
+  """(`tokenizers` with a tokenizer.json, a line saying so). Special tokens are added as tokenizer.json's post-processor
+  says (LLaMAs' BOS), as transformers' tokenizers add them."""
+  tok = tokenizers.Tokenizer.from_file(path)
+  return Wrapped(lambda s: tok.encode(s).ids, lambda ids: tok.decode(ids)), f"tokenizers ({path})"
+
+
 def load_hf_tokenizer(model_dir: str, vocab_size: int) -> tuple[Tokenizer, str]:
   """(a tokenizer for a Hugging Face model directory, a line saying which): `tokenizers` with the directory's
   tokenizer.json when both are there, else the byte-level fallback, with the pieces of tokenizer.json's vocabulary
   when there is one (read as JSON: no library needed)."""
-  tokenizers: Any
-  try:
-    import tokenizers
-  except ImportError:
-    tokenizers = None
+  tokenizers = import_tokenizers()
   tj = os.path.join(model_dir, "tokenizer.json")
   if tokenizers is not None and os.path.isfile(tj):
-    tok = tokenizers.Tokenizer.from_file(tj)
-    # special tokens as tokenizer.json's post-processor adds them (LLaMAs' BOS), as transformers' tokenizers do
-    return Wrapped(lambda s: tok.encode(s).ids, lambda ids: tok.decode(ids)), f"tokenizers ({tj})"
+    return json_tokenizer(tokenizers, tj)
   why = "the tokenizers package is not installed" if tokenizers is None else f"{model_dir} has no tokenizer.json"
   pieces: list[str] | None = None
   if os.path.isfile(tj):
@@ -251,6 +413,19 @@ def sampling_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace
 
 def log(msg: str) -> None:
   print(msg, file=sys.stderr, flush=True)  # stdout carries only the generated text or ids
+
+
+def parse_command_line(description: str | None, model_metavar: str, model_help: str, default_prompt: str,
+                       argv: list[str] | None) -> tuple[argparse.Namespace, tuple[float, int, float]]:
+  """An example's command line: --model, then the generation options; (the options, the sampling from them), after
+  logging the device. What doesn't parse is a parser error (exit status 2)."""
+  parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--model", required=True, metavar=model_metavar, help=model_help)
+  add_generation_arguments(parser, default_prompt)
+  args = parser.parse_args(argv)
+  sampling = sampling_from_args(parser, args)
+  log(f"device: {Device.describe_default()}")
+  return args, sampling
 
 
 def run_generation(model: LanguageModel, ids: list[int], tokenizer: Tokenizer | None, args: argparse.Namespace, sampling: tuple[float, int, float],

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import subprocess
 import sys
 from typing import Any
 
@@ -18,16 +17,14 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 import gguf
+import lm_checks as check
 import torch
 from examples import llama, lm_common
+from lm_checks import COUNT, PROMPT, hf_greedy, hf_logits, tg_logits
 from tiny_llama import llamacpp_permute, make_tiny_llama, write_gguf
 
-from tg import Device, Tensor, dtypes
-from tg.engine import realize
+from tg import Tensor
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PROMPT = [17, 250, 3, 99, 42, 7, 128, 5]
-COUNT = 20
 # the quantization's own effect on the logits, max |ours - transformers fp32| / max |transformers fp32|, on the two
 # tiny models (docs/models.md has the measured figures): the test model's random weights (initializer_range 0.3) make a
 # chaotic network, where Q4_0's error is as large as the logits (no bound: only its exactness is checked); at LLaMA's
@@ -62,71 +59,21 @@ def model(checkpoint: tuple[str, Any]) -> llama.Llama:
   return llama.load_llama(checkpoint[0])
 
 
-def hf_logits(hf: Any, ids: list[list[int]]) -> np.ndarray:
-  with torch.no_grad():
-    return hf(torch.tensor(ids)).logits.numpy()
-
-
-def hf_greedy(hf: Any, prompt: list[int], count: int) -> list[int]:
-  """Greedy decoding with transformers, the whole sequence each step (no cache: the plainest reference)."""
-  seq = list(prompt)
-  for _ in range(count):
-    seq.append(int(hf_logits(hf, [seq])[0, -1].argmax()))
-  return seq[len(prompt):]
-
-
-def tg_logits(m: llama.Llama, ids: list[list[int]]) -> np.ndarray:
-  return m(Tensor(ids, dtype=dtypes.int32)).numpy()
-
-
 def test_logits_match_transformers(checkpoint: tuple[str, Any], model: llama.Llama) -> None:
-  batch = [PROMPT, PROMPT[::-1]]
-  ours, ref = tg_logits(model, batch), hf_logits(checkpoint[1], batch)
-  assert ours.shape == ref.shape == (2, len(PROMPT), 320)
-  np.testing.assert_allclose(ours, ref, atol=1e-4, rtol=0)
+  check.check_batch_logits(model, checkpoint[1], 320)
   assert model.config.n_kv_heads == 2 and model.config.num_attention_heads == 4, "the test model should group its query heads"
 
 
 def test_greedy_tokens_and_decode_logits_match_transformers(checkpoint: tuple[str, Any], model: llama.Llama) -> None:
-  """Prefill, then jitted one-token steps from the cache: each step's logits are transformers' for the whole sequence."""
-  hf = checkpoint[1]
-  seq, pos, new = list(PROMPT), 0, list(PROMPT)
-  for _ in range(COUNT):
-    logits = model.logits_next(new, pos)
-    np.testing.assert_allclose(logits, hf_logits(hf, [seq])[0, -1], atol=1e-4, rtol=0)
-    pos, new = len(seq), [int(logits.argmax())]
-    seq += new
-  assert seq[len(PROMPT):] == hf_greedy(hf, PROMPT, COUNT)
-  assert llama.generate(model, PROMPT, COUNT) == seq[len(PROMPT):]
-  assert llama.generate(model, [42], 6) == hf_greedy(hf, [42], 6)  # a one-token prompt: a prefill of one at position 0
-  assert len(set(seq[len(PROMPT):])) > 3, "the random model repeats one token: the comparison would mean little"
+  check.check_greedy_decode(model, llama.generate, checkpoint[1])
 
 
 def test_jitted_decode_compiles_once_and_matches_eager(checkpoint: tuple[str, Any]) -> None:
-  model = llama.load_llama(checkpoint[0])
-  ran = []
-  step = model._decode_step
-
-  def counted(*a: Any) -> Tensor:
-    ran.append(1)
-    return step(*a)
-  model._decode_step = counted  # type: ignore[method-assign,assignment]
-  eager = llama.generate(model, PROMPT, COUNT, jit=False)
-  assert model.decode_jit is None
-  compiled = len(realize.method_cache)
-  assert llama.generate(model, PROMPT, COUNT) == eager
-  assert len(realize.method_cache) == compiled, "the jitted step compiled kernels the eager symbolic step had not"
-  jit = model.decode_jit
-  assert jit is not None and jit.cnt == COUNT - 1 and len(jit.kernels) > 0
-  assert len(ran) == COUNT - 1 + 2, "the step's Python ran after the capture: the jit did not replay"
+  check.check_jit_compiles_once(llama.load_llama(checkpoint[0]), llama.generate)
 
 
 def test_sampling_is_reproducible_and_top_k_1_is_greedy(model: llama.Llama) -> None:
-  greedy = llama.generate(model, PROMPT, 8)
-  a = llama.generate(model, PROMPT, 8, temperature=1.5, seed=3)
-  assert a == llama.generate(model, PROMPT, 8, temperature=1.5, seed=3)
-  assert a != greedy
-  assert llama.generate(model, PROMPT, 8, temperature=1.5, top_k=1, seed=5) == greedy
+  check.check_sampling(model, llama.generate, 8)
 
 
 def test_gguf_f32_matches_transformers(checkpoint: tuple[str, Any]) -> None:
@@ -225,22 +172,8 @@ def test_checkpoint_variants_load(checkpoint: tuple[str, Any], tmp_path: str) ->
   np.testing.assert_allclose(tg_logits(llama.load_llama(str(tmp_path)), [PROMPT]), ref, atol=1e-4, rtol=0)
 
 
-def write_config(path: str, config: dict[str, Any]) -> None:
-  with open(os.path.join(path, "config.json"), "w") as f:
-    json.dump(config, f)
-
-
 def test_load_errors(checkpoint: tuple[str, Any], tmp_path: str) -> None:
-  with pytest.raises(FileNotFoundError, match=r"neither a model directory nor a GGUF file.*hf download"):
-    llama.load_llama(os.path.join(tmp_path, "nowhere"))
-  with pytest.raises(FileNotFoundError, match=r"no config\.json"):
-    llama.load_llama(str(tmp_path))
-  with open(os.path.join(checkpoint[0], "config.json")) as f:
-    config = json.load(f)
-  write_config(str(tmp_path), config)
-  with pytest.raises(FileNotFoundError, match=r"no weights: expected model\.safetensors"):
-    llama.load_llama(str(tmp_path))
-  os.symlink(os.path.join(checkpoint[0], "model.safetensors"), os.path.join(tmp_path, "model.safetensors"))
+  config = check.check_directory_errors(llama.load_llama, checkpoint[0], tmp_path, r"neither a model directory nor a GGUF file.*hf download")
   cases: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"num_hidden_layers": 3}, ValueError, r"missing \['model.layers.2.input_layernorm.weight'"),
     ({"intermediate_size": 96}, ValueError, r"model.layers.0.mlp.down_proj.weight has shape \(64, 128\), the config's LLaMA needs \(64, 96\)"),
@@ -251,7 +184,7 @@ def test_load_errors(checkpoint: tuple[str, Any], tmp_path: str) -> None:
     ({"num_key_value_heads": 3}, ValueError, "not a multiple of num_key_value_heads 3"),
   ]
   for change, err, msg in cases:
-    write_config(str(tmp_path), {**config, **change})
+    check.write_config(str(tmp_path), {**config, **change})
     with pytest.raises(err, match=msg):
       llama.load_llama(str(tmp_path))
   not_gguf = os.path.join(tmp_path, "model.bin")
@@ -283,16 +216,7 @@ def test_gguf_errors(tmp_path: str) -> None:
 
 
 def test_generate_errors(model: llama.Llama) -> None:
-  with pytest.raises(ValueError, match=r"more than the model's context of 64 \(max_position_embeddings\)"):
-    llama.generate(model, [1] * 65, 1)
-  with pytest.raises(ValueError, match="count can be at most 56"):
-    llama.generate(model, PROMPT, 57)
-  with pytest.raises(ValueError, match="outside the vocabulary"):
-    llama.generate(model, [1, 320], 1)
-  with pytest.raises(ValueError, match="empty"):
-    llama.generate(model, [], 1)
-  with pytest.raises(ValueError, match="top_p"):
-    llama.generate(model, PROMPT, 1, top_p=0.0)
+  check.check_generate_errors(model, llama.generate, "max_position_embeddings")
 
 
 def test_tokenizers(checkpoint: tuple[str, Any], tmp_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -318,16 +242,8 @@ def test_tokenizers(checkpoint: tuple[str, Any], tmp_path: str, monkeypatch: pyt
   assert "byte-level tokens" in t.kind and t.encode("a") == [order.index(ord("a"))] and t.decode([*t.encode("é"), 256]) == "é the"
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-  return subprocess.run([sys.executable, os.path.join(ROOT, "examples", "llama.py"), *args], capture_output=True, text=True, timeout=300,
-                        env={**os.environ, "DEVICE": Device.DEFAULT})
-
-
 def test_cli_prints_prompt_and_greedy_ids(checkpoint: tuple[str, Any]) -> None:
-  r = run_cli("--model", checkpoint[0], "--prompt-ids", ",".join(map(str, PROMPT)), "--count", "12", "--greedy")
-  assert r.returncode == 0, r.stderr
-  assert r.stdout.split() == [str(t) for t in PROMPT + hf_greedy(checkpoint[1], PROMPT, 12)]
-  assert "device:" in r.stderr and "(safetensors)" in r.stderr
+  assert "(safetensors)" in check.check_cli_greedy_ids("llama.py", checkpoint[0], checkpoint[1])
 
 
 def test_cli_gguf_and_text_prompt(checkpoint: tuple[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
@@ -347,7 +263,4 @@ def test_cli_gguf_and_text_prompt(checkpoint: tuple[str, Any], capsys: pytest.Ca
   (["--model", "/nonexistent/llama"], "neither a model directory nor a GGUF file"),
 ])
 def test_cli_errors(checkpoint: tuple[str, Any], capsys: pytest.CaptureFixture[str], args: list[str], msg: str) -> None:
-  with pytest.raises(SystemExit) as e:
-    llama.main(["--model", checkpoint[0], "--prompt-ids", ",".join(map(str, PROMPT)), *args])
-  assert e.value.code != 0
-  assert msg in str(e.value.code) + capsys.readouterr().err
+  check.check_cli_error(llama.main, ["--model", checkpoint[0], "--prompt-ids", ",".join(map(str, PROMPT)), *args], msg, capsys)
