@@ -228,11 +228,12 @@ def test_a_matmul_whose_columns_take_fewer_vectors_gets_more_rows() -> None:
   np.testing.assert_allclose((g.T @ a).numpy(), g.numpy().T @ a.numpy(), rtol=1e-3, atol=1e-3)
 
 
-@pytest.mark.parametrize("shape", [((64, 96), (128, 96)), ((2, 3, 40, 64), (2, 3, 48, 64))])
+@pytest.mark.parametrize("shape", [((64, 1024), (128, 1024)), ((64, 96), (120, 96)), ((2, 3, 40, 64), (2, 3, 48, 64))])
 def test_x_times_w_transposed_is_vectorized_along_the_reduction(shape: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
   """x @ W.T (a Linear layer) and q @ k.T: both operands are contiguous along the reduction and neither along an output
   axis, so the vectors run along the reduction (an UNROLL by a vector's lanes) with the dot tile's outputs, and no
-  operand is gathered."""
+  operand is gathered. (A short reduction whose outputs take 16 x 16 whole goes to the upcast tile on 16 lanes: the
+  next test; these shapes don't.)"""
   from tg import Tensor
   from tg.codegen.heuristics.cpu import dot_tile, renderer_target
   from tg.codegen.kernel import OptOps
@@ -249,6 +250,42 @@ def test_x_times_w_transposed_is_vectorized_along_the_reduction(shape: tuple[tup
   assert sorted(o.amt for o in k.applied_opts if o.op is OptOps.UPCAST) == sorted([rows, cols]), k.applied_opts  # type: ignore[attr-defined]
   assert _vector_loads_are_contiguous(k)
   np.testing.assert_allclose((a @ b.transpose(-1, -2)).numpy(), a_np @ np.swapaxes(b_np, -1, -2), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [((64, 128), (96, 128)), ((2, 4, 64, 32), (2, 4, 48, 32)), ((32, 512), (64, 512))])
+def test_a_short_contraction_takes_the_upcast_tile_on_16_lanes(shape: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+  """x @ W.T with K <= 512 and q @ k.T with a head of 32 (a small transformer's layers) on 16-float vectors: the dot
+  tile's horizontal sums would cost as much as its loop, so the outputs take the plain 16 x 16 upcast tile (no UNROLL of
+  the reduction). With fewer lanes they keep the dot tile. The numbers are right either way."""
+  from tg import Tensor
+  from tg.codegen.heuristics.cpu import renderer_target
+  from tg.codegen.kernel import OptOps
+  rng = np.random.default_rng(0)
+  a_np, b_np = (rng.standard_normal(s).astype(np.float32) for s in shape)
+  a, b = Tensor(a_np).realize(), Tensor(b_np).realize()
+  k = _cpu_kernel(a @ b.transpose(-1, -2))
+  lanes = register_tile(renderer_target(k.renderer)).lanes  # type: ignore[attr-defined]
+  ops = [(o.op, o.amt) for o in k.applied_opts]  # type: ignore[attr-defined]
+  if lanes >= 16:
+    assert ops == [(OptOps.UPCAST, 16), (OptOps.UPCAST, 16)], ops
+  else:
+    assert (OptOps.UNROLL, lanes) in ops, ops
+  np.testing.assert_allclose((a @ b.transpose(-1, -2)).numpy(), a_np @ np.swapaxes(b_np, -1, -2), rtol=1e-4, atol=1e-4)
+
+
+def test_a_row_sum_with_a_broadcast_addend_keeps_its_vectors_along_the_row() -> None:
+  """A row sum of (x + a position embedding) * a gain, as a LayerNorm after the embeddings has: inputs broadcast along
+  both output axes (the embedding along the batch, the gain along both) but no contraction (x moves along both), so no
+  upcast tile gathering the rows lane by lane on any target: the vectors stay along the row."""
+  from tg import Tensor
+  from tg.codegen.lowerer import UNROLL
+  rng = np.random.default_rng(0)
+  x_np, p_np, g_np = (rng.standard_normal(s).astype(np.float32) for s in ((32, 64, 128), (64, 128), (128,)))
+  x, p, g = Tensor(x_np).realize(), Tensor(p_np).realize(), Tensor(g_np).realize()
+  k = _cpu_kernel(((x + p) * g).sum(-1))
+  vec = k.vector_axis()  # type: ignore[attr-defined]
+  assert vec is not None and k.kinds[vec] == UNROLL, k.applied_opts  # type: ignore[attr-defined]
+  np.testing.assert_allclose(((x + p) * g).sum(-1).numpy(), ((x_np + p_np) * g_np).sum(-1), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("registers,tile", [(32, (4, 4)), (16, (4, 2)), (8, (2, 2))])
