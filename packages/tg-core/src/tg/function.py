@@ -24,11 +24,11 @@ class Function:
 
   def __init__(self, device: str, *tensors: Any) -> None:
     self.device = device
-    self.needs_input_grad = [t.requires_grad for t in tensors]
+    self.needs_input_grad = needs = [t.requires_grad for t in tensors]
     if not self.differentiable:
       self.requires_grad: bool | None = False
     else:
-      self.requires_grad = True if any(self.needs_input_grad) else (None if None in self.needs_input_grad else False)
+      self.requires_grad = True if True in needs else (None if None in needs else False)
     if self.requires_grad:
       self.parents = tensors
 
@@ -41,7 +41,7 @@ class Function:
   @classmethod
   def apply(cls, *x: Any, **kwargs: Any) -> Any:
     from tg.tensor import Tensor  # (tensor.py imports this module; an import of a loaded module is a dict lookup)
-    ctx = cls(x[0].device, *x)
+    ctx = cls(x[0].lazydata.device, *x)
     ret = Tensor.__new__(Tensor)
     ret.lazydata = ctx.forward(*[t.lazydata for t in x], **kwargs)
     ret.requires_grad, ret.grad = ctx.requires_grad, None

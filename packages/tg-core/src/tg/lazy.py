@@ -103,6 +103,7 @@ def _const_view(shape: tuple[sint, ...]) -> ShapeTracker:
   return st
 
 
+_VARIES = object()  # (LazyBuffer._fold: a source that is not one constant)
 _FORCED = (MetaOps.EMPTY, MetaOps.CONTIGUOUS, MetaOps.COPY, MetaOps.ASSIGN)  # ops whose result always gets a buffer
 
 
@@ -125,7 +126,7 @@ class LazyBuffer:
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Op | None = None, arg: Any = None,
                srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None) -> None:
     self.device, self.st, self.dtype = device, st, dtype
-    self.shape, self.size = st.shape, st.size
+    self.shape, self.size = st.views[-1].shape, st.size
     self._base = base
     if base is None:
       # the bases that read this one, weakly: an in-place assign must know whether anything unrealized still needs the
@@ -135,7 +136,7 @@ class LazyBuffer:
       self._readers_kept = 8
       ref = weakref.ref(self)
       for s in srcs:
-        add_reader(s.base, ref)
+        add_reader(s._base or s, ref)
       self.op, self.arg, self.srcs = op, arg, srcs
       # an ASSIGN writes into the buffer of its target; everything else gets a buffer of its own
       size = st.size
@@ -204,7 +205,7 @@ class LazyBuffer:
 
   def is_unrealized_const(self) -> bool:
     """A constant that is the same everywhere (no padded region)."""
-    return self.base.op is MetaOps.CONST and all(v.mask is None for v in self.st.views)
+    return (self._base or self).op is MetaOps.CONST and all(v.mask is None for v in self.st.views)
 
   @property
   def const_value(self) -> ConstType:
@@ -282,24 +283,28 @@ class LazyBuffer:
     return LazyBuffer(self.device, st, out_dtype, op, None, srcs)
 
   def _fold(self, op: Op, srcs: tuple[LazyBuffer, ...], out_dtype: DType) -> LazyBuffer | None:
-    for s in srcs:  # the usual case first, cheaply: no constant among the sources, nothing to fold
-      if s.base.op is MetaOps.CONST:
-        break
-    else:
+    # each source's value when it is a constant the same everywhere, else _VARIES: worked out once (every op built
+    # with a Python scalar comes through here)
+    vals, consts = [], 0
+    for s in srcs:
+      b, views = s._base or s, s.st.views
+      if b.op is MetaOps.CONST and (views[0].mask is None if len(views) == 1 else all(v.mask is None for v in views)):
+        vals.append(b.arg)
+        consts += 1
+      else:
+        vals.append(_VARIES)
+    if not consts:
       return None
-    if all(s.is_unrealized_const() for s in srcs):
-      if op in (BinaryOps.IDIV, BinaryOps.MOD) and srcs[1].const_value == 0:
+    if consts == len(srcs):
+      if op in (BinaryOps.IDIV, BinaryOps.MOD) and vals[1] == 0:
         return None
-      return LazyBuffer.full(exec_alu(op, out_dtype, [s.const_value for s in srcs]), self.shape, out_dtype, self.device)
-    if op is BinaryOps.ADD:
-      for a, b in ((srcs[0], srcs[1]), (srcs[1], srcs[0])):
-        if b.is_unrealized_const() and b.const_value == 0:
-          return a
-    if op is BinaryOps.MUL:
-      for a, b in ((srcs[0], srcs[1]), (srcs[1], srcs[0])):
-        if b.is_unrealized_const() and b.const_value == 1:
-          return a
-    if op is BinaryOps.IDIV and srcs[1].is_unrealized_const() and srcs[1].const_value == 1:
+      return LazyBuffer.full(exec_alu(op, out_dtype, vals), self.shape, out_dtype, self.device)
+    if op is BinaryOps.ADD or op is BinaryOps.MUL:  # x + 0 and x * 1 are x
+      unit = 0 if op is BinaryOps.ADD else 1
+      for i in (0, 1):
+        if vals[1 - i] is not _VARIES and vals[1 - i] == unit:
+          return srcs[i]
+    if op is BinaryOps.IDIV and vals[1] is not _VARIES and vals[1] == 1:
       return srcs[0]
     return None
 
@@ -409,11 +414,12 @@ class LazyBuffer:
 
   # ---------- movement: views only ----------
   def _view(self, new_st: ShapeTracker) -> LazyBuffer:
-    if self.st.size == 0 or 0 in new_st.shape:  # nothing to read: an empty constant
-      return LazyBuffer.metaop(MetaOps.CONST, new_st.shape, self.dtype, self.device, dtypes.as_const(0, self.dtype))
-    if new_st.contiguous and self.base.shape == new_st.shape:
-      return self.base
-    return LazyBuffer(self.device, new_st, self.dtype, base=self.base)
+    shape, base = new_st.views[-1].shape, self._base or self
+    if self.st.size == 0 or 0 in shape:  # nothing to read: an empty constant
+      return LazyBuffer.metaop(MetaOps.CONST, shape, self.dtype, self.device, dtypes.as_const(0, self.dtype))
+    if base.shape == shape and new_st.contiguous:
+      return base
+    return LazyBuffer(self.device, new_st, self.dtype, base=base)
 
   def reshape(self, arg: tuple[sint, ...]) -> LazyBuffer: return self._view(self.st.reshape(arg))
   def pad(self, arg: tuple[tuple[sint, sint], ...]) -> LazyBuffer: return self._view(self.st.pad(arg))

@@ -940,16 +940,19 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       if not isinstance(y, (bool, int, float)):
         raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
       # a Python scalar takes the tensor's dtype unless its kind is wider (float with an int tensor, int with bool)
-      if isinstance(y, float) and not dtypes.is_float(x.dtype):
+      xdt = x.lazydata.dtype
+      if isinstance(y, float) and not dtypes.is_float(xdt):
         dt = dtypes.default_float
-      elif isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool:
+      elif isinstance(y, int) and not isinstance(y, bool) and xdt == dtypes.bool:
         dt = dtypes.default_int
       else:
-        dt = x.dtype
+        dt = xdt
       # a constant already of x's shape and of the result's dtype (least_upper_dtype(x.dtype, dt) is dt): no reshape,
       # expand or cast to build, which are most of the Python an op with a scalar costs
-      x = x.cast(dt)
-      c = Tensor(x.lazydata.const(y))
+      if dt is not xdt:
+        x = x.cast(dt)
+      c = Tensor.__new__(Tensor)  # (what Tensor(lb) makes, without its checks: this runs for every op with a scalar)
+      c.lazydata, c.requires_grad, c.grad, c._ctx = x.lazydata.const(y), None, None, None
       return (c, x) if reverse else (x, c)
     if y.device != x.device:
       raise RuntimeError(f"tensors are on different devices: {x.device} and {y.device}; move one with .to()")

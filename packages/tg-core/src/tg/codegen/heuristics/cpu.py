@@ -157,7 +157,7 @@ def short_dot(k: Kernel, broadcast: list[int], tile: RegisterTile) -> bool:
   the gathers read are then 4 KB apart or more, and at multiples of 4 KB they share L1 sets (64 x 1024 by
   (768 x 1024).T: 1.3 ms dot, 3.9 gathered; K = 2048, 3072 the same). With 8-float vectors (AVX2) the gathered tile
   has half the reuse and the dot tile is as good or better (2048 x 128 by (512 x 128).T: 4.0 ms, gathered 5.0).
-  LLVM's kernels gain alike (2048 x 128 by (512 x 128).T 4.5 -> 2.7 ms, the attention scores 1.6 -> 0.36 ms)."""
+  The kernels of the llvmlite backend gain alike (2048 x 128 by (512 x 128).T 4.5 -> 2.7 ms, the attention scores 1.6 -> 0.36 ms)."""
   if tile.lanes < 16 or len(broadcast) != 2:
     return False
   r = max(i for i, kind in enumerate(k.kinds) if kind == REDUCE)
