@@ -6,7 +6,10 @@
 
 - matmul N x N: A split by rows over the two instances, B whole on each: no communication, each instance computes half.
 - MLP 784-512-512-10 Adam step, data-parallel: the batch split, the weights whole on each instance; the gradients are
-  all-reduced (every instance adds up both halves) before each instance applies the same update.
+  all-reduced (every instance adds up both halves) before each instance applies the same update (so the update's work
+  is done twice).
+- the same step tensor-parallel: the first layer's weight split by its outputs, the second's by its inputs (one
+  all-reduce of its output per step), the last layer whole on each; each instance updates only its part.
 
 Printed: the median time on one device and sharded, their ratio (> 1: sharded is faster), and the time the sharded
 step spends copying between instances (the COPY items, timed one by one from a PROFILE trace of one call).
@@ -72,14 +75,22 @@ def bench_mlp(batch: int, reps: int, devs: tuple[str, str]) -> None:
   rng = np.random.default_rng(0)
   x_np, y_np = rng.standard_normal((batch, 784), dtype=np.float32), rng.integers(0, 10, batch).astype(np.int32)
 
-  def setup(sharded: bool) -> Any:
+  def setup(how: str) -> Any:
     Tensor.manual_seed(0)
     m = _MLP()
     x, y = Tensor(x_np), Tensor(y_np)
-    if sharded:
+    if how == "data":  # the weights whole on each device, the batch split
       for p in get_parameters(m):
         p.shard_(devs)
       x, y = x.shard(devs, axis=0), y.shard(devs, axis=0)
+    elif how == "tensor":  # the first layer split by its outputs, the second by its inputs (one all-reduce), the rest whole
+      l1, l2, l3 = m.layers
+      l1.weight.shard_(devs, axis=0)
+      l1.bias.shard_(devs, axis=0)
+      l2.weight.shard_(devs, axis=1)
+      for p in (l2.bias, l3.weight, l3.bias):
+        p.shard_(devs)
+      x, y = x.shard(devs), y.shard(devs)
     opt = Adam(get_parameters(m), lr=1e-3)
 
     def step() -> float:
@@ -90,8 +101,10 @@ def bench_mlp(batch: int, reps: int, devs: tuple[str, str]) -> None:
       return loss
     return step
   with Tensor.train():
-    one, sharded = setup(False), setup(True)
-    _row(f"MLP 784-512-512-10 Adam step, batch {batch}", one, sharded, reps, "data-parallel: batch split, gradients all-reduced")
+    one = setup("one")
+    _row(f"MLP 784-512-512-10 Adam step, batch {batch}", one, setup("data"), reps, "data-parallel: batch split, gradients all-reduced")
+    _row(f"MLP 784-512-512-10 Adam step, batch {batch}", one, setup("tensor"), reps,
+         "tensor-parallel: layer 1 split by outputs, layer 2 by inputs")
 
 
 def main() -> None:
