@@ -1,7 +1,7 @@
 """Run every benchmark in one process and print one summary table.
 
   python bench/run_all.py            # small defaults (matmul N=1024): about 1-2 minutes on 2 cores
-  python bench/run_all.py --quick    # smaller sizes, fewer repetitions, without gpt2_decode: under a minute
+  python bench/run_all.py --quick    # smaller sizes, fewer repetitions, without gpt2_decode and charlm_step: under a minute
   python bench/run_all.py --only matmul conv2d
 
 For numpy at full speed on a machine that sets OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (see bench/README.md):
@@ -14,6 +14,7 @@ import time
 import traceback
 
 import benchlib as bl  # sorts first: sets thread counts before numpy/torch load
+import charlm_step
 import conv2d
 import elementwise
 import gpt2_block
@@ -23,9 +24,10 @@ import matmul
 import mlp_adam
 
 BENCHMARKS = {"matmul": matmul.run, "conv2d": conv2d.run, "elementwise": elementwise.run, "mlp_adam": mlp_adam.run,
-              "gpt2_block": gpt2_block.run, "jit_replay": jit_replay.run, "gpt2_decode": gpt2_decode.run}
-# left out of --quick unless named in --only: GPT-2 small's compile and transformers' import take a minute or more
-SLOW = {"gpt2_decode"}
+              "gpt2_block": gpt2_block.run, "jit_replay": jit_replay.run, "gpt2_decode": gpt2_decode.run, "charlm_step": charlm_step.run}
+# left out of --quick unless named in --only: GPT-2 small's compile and transformers' import take a minute or more, the
+# char-level GPT's training step (forward, backward, AdamW: 146 kernels) half a minute to compile
+SLOW = {"gpt2_decode", "charlm_step"}
 
 
 def main() -> None:
