@@ -19,7 +19,8 @@
   opencl                   the out-of-tree example examples/plugins/tg-opencl (PoCL from PyPI), installed as a third party
                            would: its own tests and the conformance kit, from a temporary directory
   models                   the model examples against Hugging Face transformers on CLANG (tests/models: GPT-2's logits, greedy
-                           tokens, KV cache and jitted decode on a tiny random checkpoint), then examples/gpt2.py run once on one
+                           tokens, KV cache and jitted decode on a tiny random checkpoint; the char-level GPT trained with --quick
+                           from its command line, resumed exactly), then examples/gpt2.py run once on one
   distributed              tg.distributed under a real MPI (mpi4py and Open MPI from PyPI): tests/distributed run as 2 ranks with
                            mpirun on this machine (collectives, in-place semantics, a rank that raises, dies, exits or hangs), then
                            examples/train_digits_dp.py data-parallel on 2 ranks for 30 steps
@@ -200,7 +201,9 @@ def opencl(session: nox.Session) -> None:
 def models(session: nox.Session) -> None:
   """examples/ models checked against transformers (CPU torch, the same pin as the tests), then the GPT-2 and LLaMA
   examples' command lines on tiny random checkpoints written by tests/models/tiny_gpt2.py and tiny_llama.py (no weights
-  can be downloaded in CI): LLaMA's from its safetensors directory and from a Q8_0 GGUF file of the same weights."""
+  can be downloaded in CI): LLaMA's from its safetensors directory and from a Q8_0 GGUF file of the same weights.
+  examples/train_charlm.py --quick runs from its command line inside tests/models/test_charlm.py (its own text, no
+  reference to compare with), so it has no line here."""
   session.install("pytest", "torch==2.13.0", "transformers", "safetensors", "gguf")
   session.install(f"./{CORE}", "./packages/tg-clang")
   session.run("pytest", "tests/models", "--tg-device=CLANG", "-q", *session.posargs)
