@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from tg.codegen.heuristics import try_opt
 from tg.codegen.kernel import Kernel, Opt, OptOps
 from tg.codegen.lowerer import ACC_CHAINS, GLOBAL, REDUCE, kernel_stores
+from tg.helpers import prod
 from tg.ops import BufferOps
 from tg.renderer import Renderer
 from tg.renderer.cpu_target import CPUTarget, generic_target
@@ -147,7 +148,7 @@ def dot_tile(target: CPUTarget) -> tuple[int, int]:
 def short_dot(k: Kernel, broadcast: list[int], tile: RegisterTile) -> bool:
   """A contraction too short for the dot tile (`apply_dot_tile`) on a CPU of 16-float vectors (AVX-512): the dot
   tile adds up each output's 16 lanes after its loop, about as many adds per output as its loop has FMAs up to
-  K = 256, and still a good part of them at 512. Such a kernel keeps cpu_opts' plain upcast tile instead: 16 x 16 outputs, per step of the reduction
+  K = 256, and still a good part of them at 512 (K: the whole reduction, all its axes). Such a kernel keeps cpu_opts' plain upcast tile instead: 16 x 16 outputs, per step of the reduction
   one gathered vector of the second operand (16 loads) and 16 broadcasts of the first for 16 FMAs, all in registers.
 
   Measured on one thread of a Zen 4 EPYC (CPU time, median), dot tile -> upcast tile: x @ W.T with K = 128,
@@ -160,9 +161,9 @@ def short_dot(k: Kernel, broadcast: list[int], tile: RegisterTile) -> bool:
   The kernels of the llvmlite backend gain alike (2048 x 128 by (512 x 128).T 4.5 -> 2.7 ms, the attention scores 1.6 -> 0.36 ms)."""
   if tile.lanes < 16 or len(broadcast) != 2:
     return False
-  r = max(i for i, kind in enumerate(k.kinds) if kind == REDUCE)
-  size = k.full_shape[r]
-  if not isinstance(size, int) or size > 32 * tile.lanes:
+  reduce_axes = [i for i, kind in enumerate(k.kinds) if kind == REDUCE]
+  r, sizes = reduce_axes[-1], [k.full_shape[i] for i in reduce_axes]
+  if not all(isinstance(n, int) for n in sizes) or prod(sizes) > 32 * tile.lanes:  # K: the whole reduction, every reduce axis
     return False
   if not all(isinstance(n := k.full_shape[i], int) and n % tile.lanes == 0 for i in broadcast):
     return False  # the upcast tile wouldn't be whole (a matrix-vector product keeps the dot tile)
