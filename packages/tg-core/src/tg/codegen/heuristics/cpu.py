@@ -148,8 +148,9 @@ def dot_tile(target: CPUTarget) -> tuple[int, int]:
 def short_dot(k: Kernel, broadcast: list[int], tile: RegisterTile) -> bool:
   """A contraction too short for the dot tile (`apply_dot_tile`) on a CPU of 16-float vectors (AVX-512): the dot
   tile adds up each output's 16 lanes after its loop, about as many adds per output as its loop has FMAs up to
-  K = 256, and still a good part of them at 512 (K: the whole reduction, all its axes). Such a kernel keeps cpu_opts' plain upcast tile instead: 16 x 16 outputs, per step of the reduction
-  one gathered vector of the second operand (16 loads) and 16 broadcasts of the first for 16 FMAs, all in registers.
+  K = 256, and still a good part of them at 512 (K: the whole reduction, all its axes). Such a kernel keeps cpu_opts'
+  plain upcast tile instead: 16 x 16 outputs, per step of the reduction one gathered vector of the second operand
+  (16 loads) and 16 broadcasts of the first for 16 FMAs, all in registers.
 
   Measured on one thread of a Zen 4 EPYC (CPU time, median), dot tile -> upcast tile: x @ W.T with K = 128,
   2048 x 128 by (512 x 128).T 6.0 -> 2.5 ms (the char-level GPT's MLP), by (384 x 128).T 2.8 -> 1.9 ms; K = 64 5.2 ->
