@@ -75,6 +75,11 @@ def _check_divides(shape: tuple[sint, ...], axis: int, n: int) -> None:
     raise ShapeError(f"can't shard axis {axis} of shape {shape} over {n} devices: its size must be a multiple of {n}")
 
 
+def parts(lb: LazyBuffer | MultiLazyBuffer) -> list[LazyBuffer]:
+  """The LazyBuffers behind a tensor's data: itself, or a sharded tensor's part on each of its devices."""
+  return lb.lbs if isinstance(lb, MultiLazyBuffer) else [lb]
+
+
 class MultiLazyBuffer:
   def __init__(self, lbs: list[LazyBuffer], axis: int | None) -> None:
     if not lbs:

@@ -17,7 +17,7 @@ from tg.engine.schedule import ScheduleItem, create_schedule
 from tg.errors import AxisError, DTypeError, GradientError, ShapeError, TgArgumentError
 from tg.helpers import argfix, prod
 from tg.lazy import LazyBuffer
-from tg.multi import MultiLazyBuffer
+from tg.multi import MultiLazyBuffer, parts
 from tg.ops import MetaOps
 from tg.shape.symbolic import Node, Variable, bound_value, sint
 from tg.tensor_index import IndexingMixin
@@ -34,8 +34,8 @@ def _concrete(x: sint) -> int:
 
 
 def _parts(lbs: Sequence[LazyBuffer | MultiLazyBuffer]) -> list[LazyBuffer]:
-  """The LazyBuffers behind tensors' data: a sharded tensor's part on each of its devices."""
-  return [x for lb in lbs for x in (lb.lbs if isinstance(lb, MultiLazyBuffer) else (lb,))]
+  """The LazyBuffers behind several tensors' data (tg.multi.parts of each)."""
+  return [x for lb in lbs for x in parts(lb)]
 
 
 def _multi_data(data: Any, device: str | tuple[str, ...] | list[str] | None, dtype: DType | None) -> LazyBuffer | MultiLazyBuffer:

@@ -30,7 +30,7 @@ from tg.engine.realize import CompiledRunner, ExecItem, Runner, capturing
 from tg.helpers import DEBUG, colored
 from tg.interrupts import hold_sigint
 from tg.lazy import LazyBuffer
-from tg.multi import MultiLazyBuffer
+from tg.multi import MultiLazyBuffer, parts
 from tg.settings import JIT, JIT_BATCH_SIZE, JIT_GRAPH
 from tg.shape.symbolic import Node, Variable, sint
 
@@ -122,8 +122,8 @@ def _contiguous_inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[t
 
 
 def _parts(t: Tensor) -> list[LazyBuffer]:
-  """The LazyBuffers of t's data: one, or a sharded tensor's part on each of its devices (each an input of its own)."""
-  return t.lazydata.lbs if isinstance(t.lazydata, MultiLazyBuffer) else [t.lazydata]
+  """t's LazyBuffers: one, or a sharded tensor's part on each of its devices (each an input of its own)."""
+  return parts(t.lazydata)
 
 
 def _input_buffers(inputs: list[tuple[str, Tensor]]) -> list[Buffer]:

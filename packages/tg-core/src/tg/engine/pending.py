@@ -122,9 +122,6 @@ class PendingWork:
 def adopt(schedule: list[ScheduleItem], planned: list[ScheduleItem]) -> PendingWork:
   """The PendingWork of `planned`, the memory-planned copy of `schedule`, taking `schedule`'s items from the
   PendingWork create_schedule made for them (with Ctrl-C held: no buffer is without its work in between)."""
-  if planned is schedule and len(schedule) == 1 and (w := schedule[0].bufs[0].pending) is not None and len(w.items) == 1 and \
-      w.items[0] is schedule[0]:
-    return w  # an eager op: its one item already is its PendingWork's, and nothing was planned
   with hold_sigint():
     owners = {id(w): w for si in schedule for b in si.outputs if (w := b.pending) is not None}
     if len(owners) == 1 and _same((mine := next(iter(owners.values()))).items, schedule):  # the usual case: swap in the planned items
