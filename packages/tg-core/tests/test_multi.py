@@ -276,3 +276,39 @@ def test_every_kernel_runs_on_one_device(devs: tuple[str, str], op: str) -> None
   assert len(kernels) % 2 == 0 and kernels
   for si in kernels:
     assert len({buf.device for buf in si.bufs}) == 1, f"a kernel reads buffers of {sorted({buf.device for buf in si.bufs})}"
+
+
+def test_the_edges_of_sharded_values(devs: tuple[str, str]) -> None:
+  """float16 sums accumulate in float32 across the parts too, NaN reaches every device through the all-reduce, an empty
+  tensor splits into empty parts."""
+  h = np.full((2, 70000), 0.5, dtype=np.float16)
+  th = Tensor(h).shard(devs, axis=1)
+  assert th.mean().item() == 0.5 and th.sum().dtype == dtypes.float16
+  n = np.array([[1.0, np.nan], [3.0, 4.0]], dtype=np.float32)
+  mx = Tensor(n).shard(devs, axis=0).max(axis=0)
+  for lb in mx.lazydata.lbs:  # type: ignore[union-attr]
+    np.testing.assert_array_equal(Tensor(lb).numpy(), [3.0, np.nan])
+  e = Tensor.zeros(0, 4).shard(devs, axis=0)
+  assert (e + 1).numpy().shape == (0, 4) and e.sum(axis=0).numpy().tolist() == [0.0] * 4
+
+
+def test_a_failed_sharded_realize_leaves_nothing_that_looks_computed(devs: tuple[str, str]) -> None:
+  """A MemoryError in one device's kernel: the other parts may have run, but every part reads right afterwards."""
+  from tg.engine import realize
+  a = _np((4, 6))
+  t = Tensor(a).shard(devs, axis=0).realize()
+  out = (t * 2 + 1).exp()
+  orig, calls = realize.ExecItem.run, [0]
+
+  def failing(self: Any, *args: Any, **kwargs: Any) -> Any:
+    calls[0] += 1
+    if calls[0] == 2:
+      raise MemoryError("injected")
+    return orig(self, *args, **kwargs)
+  realize.ExecItem.run = failing  # type: ignore[method-assign]
+  try:
+    with pytest.raises(MemoryError):
+      out.realize()
+  finally:
+    realize.ExecItem.run = orig  # type: ignore[method-assign]
+  np.testing.assert_allclose(out.numpy(), np.exp(a * 2 + 1), rtol=1e-5)
