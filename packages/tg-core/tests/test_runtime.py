@@ -1,6 +1,7 @@
 """The parts below the scheduler: DEBUG output, the compile cache, the allocator, and ExecItems."""
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from tg import Device, Tensor
-from tg.device import Compiler, HostAllocator, LRUAllocator
+from tg.device import HOST_ALIGN, Compiler, HostAllocator, LRUAllocator
 from tg.helpers import Context, GlobalCounters, diskcache_get, diskcache_put
 
 
@@ -84,18 +85,32 @@ class CountingAllocator(LRUAllocator):
     return bytearray(size)
 
 
+def _address(b: object) -> int:
+  return ctypes.addressof(ctypes.c_char.from_buffer(memoryview(b).cast("B")))  # type: ignore[arg-type]
+
+
 def test_host_allocator_slack_is_readable_and_never_handed_out() -> None:
   """CPU devices may read a vector past either end of a buffer (Renderer.overread_bytes): the allocator's slack."""
   alloc = HostAllocator(slack=64)
-  bufs = [alloc.alloc(n) for n in (4, 100, 4096)]
-  for b, n in zip(bufs, (4, 100, 4096)):
-    mv = memoryview(b)
+  for n in (4, 100, 4096, 1 << 20):
+    mv = memoryview(alloc.alloc(n))
     assert mv.nbytes == n
-    whole = mv.obj  # the backing bytearray: the buffer sits 64 bytes in, with 64 more after it
-    assert len(whole) == n + 128
+    whole = mv.obj  # the backing bytearray: the buffer sits at least 64 bytes in, with at least 64 more after it
+    start = _address(mv) - _address(whole)
+    assert start >= 64 and len(whole) - start - n >= 64
     mv[:] = b"\xff" * n
-    assert whole[:64] == bytes(64) and whole[64 + n:] == bytes(64), "a write to the buffer reached the slack"
-  assert isinstance(HostAllocator().alloc(8), bytearray)  # no slack: a plain bytearray, as before
+    assert whole[:start] == bytes(start) and whole[start + n:] == bytes(len(whole) - start - n), "a write reached the slack"
+
+
+def test_host_buffers_are_aligned_to_a_cache_line() -> None:
+  """Every host buffer starts on a 64-byte boundary, with or without slack, small or large (malloc puts a large
+  bytearray's bytes 16 past a page: a 64-byte vector load from there straddles two cache lines)."""
+  for alloc in (HostAllocator(), HostAllocator(slack=64), HostAllocator(slack=32)):
+    for n in (1, 12, 100, 4096, 300_000, 1 << 22):
+      assert _address(alloc.alloc(n)) % HOST_ALIGN == 0, (alloc.slack, n)
+  t = Tensor.ones(1 << 18).contiguous().realize()  # a kernel's output, on the test device
+  if isinstance(Device[Device.DEFAULT].allocator, HostAllocator):
+    assert _address(t.lazydata.buffer._buf) % HOST_ALIGN == 0
 
 
 def test_cpu_devices_allocate_the_slack_their_loads_read() -> None:

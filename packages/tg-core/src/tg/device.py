@@ -2,6 +2,7 @@
 with a disk cache (`Compiler`), and `Compiled`, one device assembled from its plugin's hooks."""
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 from collections import defaultdict
@@ -102,6 +103,9 @@ class DriverAllocator(LRUAllocator):
     return opaque + byte_offset
 
 
+HOST_ALIGN = 64  # bytes: a cache line, and the widest vector (AVX-512)
+
+
 class HostAllocator(LRUAllocator):
   """Buffers in host memory: any object with the buffer protocol (a bytearray by default).
 
@@ -113,9 +117,11 @@ class HostAllocator(LRUAllocator):
     self.slack = slack
 
   def _alloc(self, size: int, options: Any) -> Any:
-    if not self.slack:
-      return bytearray(size)
-    return memoryview(bytearray(size + 2 * self.slack))[self.slack:self.slack + size]
+    # aligned to HOST_ALIGN: a large bytearray's bytes start 16 past a page (malloc's header), and with the slack
+    # every buffer began at 80 mod 4096, so each 64-byte vector load of an AVX-512 kernel straddled two cache lines
+    raw = bytearray(size + 2 * self.slack + HOST_ALIGN)
+    start = -(ctypes.addressof(ctypes.c_char.from_buffer(raw)) + self.slack) % HOST_ALIGN + self.slack
+    return memoryview(raw)[start:start + size]
 
   def copyin(self, dest: Any, src: memoryview) -> None:
     memoryview(dest).cast("B")[:] = src

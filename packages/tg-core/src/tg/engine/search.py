@@ -9,6 +9,7 @@ import concurrent.futures
 import multiprocessing
 import sys
 import time
+from collections.abc import Callable
 
 from tg.codegen.kernel import Kernel, KernelOptError, Opt, OptOps
 from tg.codegen.lowerer import GLOBAL, REDUCE
@@ -27,6 +28,9 @@ ACTIONS = [Opt(op, axis, amt) for axis in range(8) for amt in (2, 3, 4, 8) for o
           [Opt(OptOps.TC, None, i) for i in range(2)]  # the renderer's first tensor cores (valid only as the first opt)
 
 
+# part of every choice's cache key: choices stored by a search that measured otherwise are searched again (2: candidates
+# timed after an untimed first call, see _runner)
+SEARCH_VERSION = 2
 RETIME_ROUNDS = 7  # the final timing of the finalists: the median of this many interleaved runs
 
 
@@ -95,7 +99,11 @@ def _compile(args: tuple[Compiler, str]) -> bytes | None:
     return None
 
 
-def _time(k: Kernel, lib: bytes, bufs: list[Buffer], var_vals: dict[Variable, int], runs: int = 3) -> float:
+def _runner(k: Kernel, lib: bytes, bufs: list[Buffer], var_vals: dict[Variable, int]) -> Callable[[], float]:
+  """A call of k's program (compiled: lib) on bufs that returns how long the kernel ran, called once untimed first.
+  A program's first call loads it: the CPU devices parse its signature then, about a millisecond, more than many of the
+  kernels BEAM compares run; timed on first calls (as it once was), BEAM measured mostly that (a 2048 x 128 by 128 x 128
+  matmul: 1.3 ms first, 0.5 ms after). The device's own time of the call is used where it gives one (wait=True)."""
   dev = Device[bufs[0].device]
   assert dev.runtime is not None
   p = k.to_program() if not hasattr(k, "_program") else k._program  # type: ignore[attr-defined]
@@ -103,12 +111,19 @@ def _time(k: Kernel, lib: bytes, bufs: list[Buffer], var_vals: dict[Variable, in
   prg = dev.runtime(p.function_name, lib)
   global_size, local_size = p.launch_dims(var_vals)
   vals = tuple(var_vals[v] for v in p.vars)
-  best = float("inf")
-  for _ in range(runs):
+  args = [b._buf for b in bufs]
+
+  def run() -> float:
     st = time.perf_counter()
-    prg(*[b._buf for b in bufs], global_size=global_size, local_size=local_size, vals=vals, wait=True)
-    best = min(best, time.perf_counter() - st)
-  return best
+    et = prg(*args, global_size=global_size, local_size=local_size, vals=vals, wait=True)
+    return et if et is not None else time.perf_counter() - st
+  run()
+  return run
+
+
+def _time(run: Callable[[], float], runs: int = 3) -> float:
+  """The best of `runs` calls of a _runner."""
+  return min(run() for _ in range(runs))
 
 
 def _renderer_options(r: Renderer) -> tuple[tuple[str, str], ...]:
@@ -129,7 +144,7 @@ def beam_key(k: Kernel, device: str, amt: int) -> str:
   Not a pickle of the AST, whose cached hashes (and enum hashes under PYTHONHASHSEED) differ in every process."""
   compiler = Device[device].compiler
   renderer = f"{type(k.renderer).__module__}.{type(k.renderer).__qualname__}"
-  return stable_key((k.ast, device, renderer, _renderer_options(k.renderer), compiler.cachekey if compiler is not None else None, amt))
+  return stable_key((SEARCH_VERSION, k.ast, device, renderer, _renderer_options(k.renderer), compiler.cachekey if compiler is not None else None, amt))
 
 
 def beam_search(k: Kernel, bufs: list[Buffer], amt: int, var_vals: dict[Variable, int] | None = None) -> Kernel:
@@ -166,7 +181,7 @@ def beam_search(k: Kernel, bufs: list[Buffer], amt: int, var_vals: dict[Variable
       out = []
       for c, lib in zip(progs, libs):
         if lib is not None:
-          out.append((c, t := _time(c, lib, scratch, var_vals)))
+          out.append((c, t := _time(_runner(c, lib, scratch, var_vals))))
           progress.step(best=t)
       return out
     try:
@@ -185,11 +200,11 @@ def beam_search(k: Kernel, bufs: list[Buffer], amt: int, var_vals: dict[Variable
       # one timing of 3 runs is noisy on a busy machine: the finalists and the heuristics' kernel are timed again,
       # interleaved so that a slow moment hits them all, and the best median wins
       finalists = [c for c, _ in beam] + [c for c, _ in start[1:] if all(c.applied_opts != f.applied_opts for f, _ in beam)]
-      libs = [dev.compiler.compile_cached(c._program.src) for c in finalists]  # type: ignore[attr-defined]
+      runs = [_runner(c, dev.compiler.compile_cached(c._program.src), scratch, var_vals) for c in finalists]  # type: ignore[attr-defined]
       progress.begin("final timing", RETIME_ROUNDS)
       rounds = []
       for _ in range(RETIME_ROUNDS):
-        rounds.append([_time(c, lib, scratch, var_vals, runs=1) for c, lib in zip(finalists, libs)])
+        rounds.append([_time(run, runs=1) for run in runs])
         progress.step()
       medians = [sorted(r[i] for r in rounds)[RETIME_ROUNDS // 2] for i in range(len(finalists))]
     finally:
