@@ -129,19 +129,20 @@ def test_base_has_no_clang_only_spelling() -> None:
 # ---- on a C-family device: hooks changed, numbers unchanged ----
 
 class _BoolAsBytes(CStyleLanguage):
-  """Bool buffers passed as unsigned char, converted in the load and store hooks; vector casts lane by lane."""
+  """Bool buffers passed as unsigned char, converted in the load and store hooks; vector casts lane by lane. Vector
+  accesses of bools stay the device renderer's own (CLANG reads bytes into lane masks itself)."""
   render_vector_cast = CStyleLanguage.render_vector_cast
 
   def render_buffer_param(self, name: str, dt: PtrDType) -> str:
     return super().render_buffer_param(name, dtypes.uint8.ptr() if dt.base == dtypes.bool else dt)
 
   def render_load(self, buf: str, idx: str, dt: DType, buf_dt: PtrDType, local: bool = False) -> str:
-    if buf_dt.base == dtypes.bool:
+    if buf_dt.base == dtypes.bool and dt.count == 1:
       return self.render_cast(super().render_load(buf, idx, dtypes.uint8, dtypes.uint8.ptr(), local), dtypes.bool)
     return super().render_load(buf, idx, dt, buf_dt, local)
 
   def render_store(self, buf: str, idx: str, value: str, dt: DType, buf_dt: PtrDType, local: bool = False) -> str:
-    if buf_dt.base == dtypes.bool:
+    if buf_dt.base == dtypes.bool and dt.count == 1:
       return super().render_store(buf, idx, self.render_cast(value, dtypes.uint8), dtypes.uint8, dtypes.uint8.ptr(), local)
     return super().render_store(buf, idx, value, dt, buf_dt, local)
 

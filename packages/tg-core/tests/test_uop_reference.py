@@ -103,7 +103,8 @@ def _alu(u: UOp, r: Renderer) -> bool:
   assert isinstance(op, (UnaryOps, BinaryOps, TernaryOps)) and op not in (UnaryOps.CAST, UnaryOps.BITCAST)
   assert op not in r.transcendental_fallback and (op is not TernaryOps.MULACC or r.fused_mulacc)
   assert n == (1 if isinstance(op, UnaryOps) else 2 if isinstance(op, BinaryOps) else 3)
-  assert u.dtype is not None and not (u.dtype.count > 1 and u.dtype.scalar() == dtypes.bool), "no ALU on a bool vector"
+  assert u.dtype is not None and not (u.dtype.count > r.vector_width(dtypes.bool) and u.dtype.scalar() == dtypes.bool), \
+    "no ALU on a bool vector wider than the renderer's bool vectors"
   assert all(s.count == u.dtype.count for s in u.src), "vector ALUs take vectors of the same count"
   return u.dtype.scalar() == dtypes.bool if op in (BinaryOps.CMPLT, BinaryOps.CMPNE) else True
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from tg.codegen.uops import UOp, UOps
 from tg.dtype import DType, PtrDType, dtypes
-from tg.ops import UnaryOps
+from tg.ops import BinaryOps, TernaryOps, UnaryOps
 from tg.renderer.cpu import END, START, cpu_matmul_panels, cpu_reduce_leaf, loop_to_split, native_vector_bytes, outer_symbol
 from tg.renderer.cpu_target import cpu_target
 from tg.renderer.cstyle import CStyleLanguage
@@ -84,15 +84,33 @@ class ClangRenderer(CStyleLanguage):
   vector_dtypes = frozenset({dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
                              dtypes.uint64, dtypes.float32, dtypes.float64})
 
+  def vector_width(self, dt: DType) -> int:
+    # bool vectors are lane masks (see _mask_bytes), as many lanes as a vector of 32-bit ints
+    return max(1, self.vector_bytes // 4) if dt == dtypes.bool else super().vector_width(dt)
+
   def keeps_vector(self, u: UOp) -> bool:
-    # clang's sqrt builtin takes scalars (and bools have no vectors: C vectors compare to int masks)
-    return not (u.op is UOps.ALU and u.arg is UnaryOps.SQRT)
+    assert u.dtype is not None
+    if u.op is UOps.ALU and u.arg is UnaryOps.SQRT:
+      return False  # clang's sqrt builtin takes scalars
+    if u.dtype.scalar() == dtypes.bool:  # makes a mask
+      return _mask_bytes(u) is not None
+    cond = next((s for s in u.src if s.dtype is not None and s.dtype.count > 1 and s.dtype.scalar() == dtypes.bool), None)
+    if cond is None:
+      return True
+    if u.op is UOps.ALU and u.arg is TernaryOps.WHERE:  # a select by a mask of its lanes' width
+      return _mask_bytes(cond) == u.dtype.scalar().itemsize
+    return u.op is UOps.CAST and _mask_bytes(cond) is not None  # bool -> number: 1 and 0
 
   def render(self, name: str, uops: list[UOp]) -> str:
     self._split: UOp | None = loop_to_split(uops)
     # every vector type the kernel uses, declared unaligned (aligned(elem)): vector loads may start at any element
     used = {u.dtype for u in uops if u.dtype is not None and u.dtype.count > 1 and u.dtype.scalar() != dtypes.bool
             and not isinstance(u.dtype, PtrDType)} | {self._lane_mask(u.dtype) for u in uops if self._is_masked_load(u)}
+    # a bool vector loaded, stored or built from lanes: bytes in memory, an int mask in registers
+    used |= {dt for u in uops if u.dtype is not None and u.dtype.count > 1 and u.dtype.scalar() == dtypes.bool
+             for dt in (dtypes.uint8.vec(u.dtype.count), dtypes.int32.vec(u.dtype.count))}
+    used |= {dt for u in uops if u.op is UOps.STORE and (v := u.src[2].dtype) is not None and v.count > 1 and v.scalar() == dtypes.bool
+             for dt in (dtypes.uint8.vec(v.count), dtypes.int32.vec(v.count))}
     vecs = sorted(used, key=lambda dt: (dt.priority, dt.count))
     self._typedefs = "".join(f"typedef {self.render_dtype(dt.scalar())} {self.render_dtype(dt)} "
                              f"__attribute__((ext_vector_type({dt.count}), aligned({dt.scalar().itemsize})));\n" for dt in vecs)
@@ -111,11 +129,23 @@ class ClangRenderer(CStyleLanguage):
     assert dt is not None
     return LANE_MASK[dt.scalar().itemsize].vec(dt.count)
 
+  def render_load(self, buf: str, idx: str, dt: DType, buf_dt: PtrDType, local: bool = False) -> str:
+    if dt.count > 1 and dt.scalar() == dtypes.bool:  # bytes of 0 and 1 -> a mask of 32-bit lanes
+      raw = super().render_load(buf, idx, dtypes.uint8.vec(dt.count), buf_dt, local)
+      return f"(-__builtin_convertvector({raw}, {self.render_dtype(dtypes.int32.vec(dt.count))}))"
+    return super().render_load(buf, idx, dt, buf_dt, local)
+
+  def render_store(self, buf: str, idx: str, value: str, dt: DType, buf_dt: PtrDType, local: bool = False) -> str:
+    if dt.count > 1 and dt.scalar() == dtypes.bool:  # a mask (-1 true, whatever its lanes' width) -> bytes of 0 and 1
+      u8 = dtypes.uint8.vec(dt.count)
+      return super().render_store(buf, idx, f"__builtin_convertvector(-({value}), {self.render_dtype(u8)})", u8, buf_dt, local)
+    return super().render_store(buf, idx, value, dt, buf_dt, local)
+
   def render_masked_load(self, out: str, u: UOp, r: dict[UOp, str]) -> list[str]:
     """Branch-free: read the whole vector, from lane 0's index when any lane is valid (then every lane lies within the
     allocator's slack of the buffer), else from element 0; keep the valid lanes' bits and the alternative's elsewhere."""
     assert u.dtype is not None
-    if self.overread_bytes < u.dtype.itemsize:
+    if self.overread_bytes < u.dtype.itemsize or u.dtype.scalar() == dtypes.bool:
       return super().render_masked_load(out, u, r)
     bdt = u.src[0].dtype
     assert isinstance(bdt, PtrDType)
@@ -151,10 +181,24 @@ class ClangRenderer(CStyleLanguage):
       return f"(__fp16)tg_round_to_odd_float({x})"  # see D2H (__fp16 can't be a C function's return type)
     return super().render_cast(x, dt, from_dt)
 
+  def render_dtype(self, dt: DType) -> str:
+    # a mask's type follows from what makes it (a comparison of doubles: long lanes): declared by inference
+    return "__auto_type" if dt.count > 1 and dt.scalar() == dtypes.bool else super().render_dtype(dt)
+
+  def render_gep(self, x: str, i: int, dt: DType) -> str:
+    # a mask's lane is -1 or 0; as a bool it is 1 or 0 (a lane cast to float must give 1.0)
+    return f"(_Bool)({x}[{i}])" if dt.scalar() == dtypes.bool else f"{x}[{i}]"
+
   def render_vectorize(self, lanes: list[str], dt: DType) -> str:
+    if dt.scalar() == dtypes.bool:  # a mask of 32-bit lanes
+      return f"({self.render_dtype(dtypes.int32.vec(dt.count))}){{{','.join(f'-({x})' for x in lanes)}}}"
     return f"({self.render_dtype(dt)}){{{','.join(lanes)}}}"  # a compound literal of the ext_vector_type
 
   def render_vector_cast(self, x: str, from_dt: DType, to_dt: DType) -> str:
+    if to_dt.scalar() == dtypes.bool:
+      return f"({x}!=0)"  # a mask, as wide as x's lanes
+    if from_dt.scalar() == dtypes.bool:
+      return f"__builtin_convertvector(-({x}), {self.render_dtype(to_dt)})"  # a mask's -1 is true: 1
     return f"__builtin_convertvector({x}, {self.render_dtype(to_dt)})"
 
   def render_bitcast(self, x: str, from_dt: DType, to_dt: DType) -> str:
@@ -162,4 +206,21 @@ class ClangRenderer(CStyleLanguage):
 
   # sqrt through clang's builtin (no header needed: one instruction), in float for every float narrower than double
   code_for_op = {**CStyleLanguage.code_for_op,
+                 # not of a mask: its bits flipped (-1 <-> 0)
+                 UnaryOps.NEG: lambda x, dt: f"(~{x})" if dt.count > 1 and dt.scalar() == dtypes.bool else CStyleLanguage.code_for_op[UnaryOps.NEG](x, dt),
                  UnaryOps.SQRT: lambda x, dt: f"__builtin_sqrt{'' if dt == dtypes.float64 else 'f'}({x})"}
+
+
+def _mask_bytes(u: UOp) -> int | None:
+  """The lane width, in bytes, of the int mask that the bool vector u is in registers: a comparison's is its operands'
+  (clang's rule), a loaded or lane-built one's 4; None when u can't be one (a mix of widths, a select of bools): then
+  u goes lane by lane, and so does whatever selects by a mask of another width than its lanes'."""
+  if u.op is UOps.ALU and u.arg in (BinaryOps.CMPLT, BinaryOps.CMPNE):
+    dt = u.src[0].dtype
+    return None if dt is None or dt.scalar() == dtypes.bool else dt.scalar().itemsize
+  if u.op is UOps.ALU and u.arg in (BinaryOps.AND, BinaryOps.OR, BinaryOps.XOR, UnaryOps.NEG):
+    widths = {_mask_bytes(s) for s in u.src}
+    return widths.pop() if len(widths) == 1 else None
+  if u.op is UOps.CAST and (dt := u.src[0].dtype) is not None and dt.scalar() != dtypes.bool:
+    return dt.scalar().itemsize
+  return 4 if u.op in (UOps.LOAD, UOps.VECTORIZE) else None

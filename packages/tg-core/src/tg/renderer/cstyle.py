@@ -271,8 +271,8 @@ class CStyleLanguage(Renderer):
         assert dt is not None and u.src[0].dtype is not None
         val = self.render_cast(r[u.src[0]], dt, u.src[0].dtype) if dt.count == 1 else self.render_vector_cast(r[u.src[0]], u.src[0].dtype, dt)
         line(f"{self.render_dtype(dt)} {ssa('cast', u)} = {val};")
-      elif u.op is UOps.VECTORIZE and dt is not None and dt.scalar() == dtypes.bool:
-        pass  # a load's mask: C has no bool vectors, the load reads each lane's bool (render_masked_load)
+      elif u.op is UOps.VECTORIZE and dt is not None and dt.scalar() == dtypes.bool and self.vector_width(dtypes.bool) < dt.count:
+        pass  # a load's mask, in a dialect without bool vectors: the load reads each lane's bool (render_masked_load)
       elif u.op is UOps.VECTORIZE:
         assert dt is not None
         line(f"{self.render_dtype(dt)} {ssa('vec', u)} = {self.render_vectorize([r[s] for s in u.src], dt)};")
