@@ -14,7 +14,8 @@ WIDE = ClangRenderer().vector_width(dtypes.bool) > 1
 
 
 def _kernels(t: Tensor) -> list[str]:
-  return [Kernel(si.ast, ClangRenderer()).hand_coded_optimizations().to_program().src for si in create_schedule([t.lazydata]) if si.ast.op.name in ("STORE", "SINK")]
+  items = [si for si in create_schedule([t.lazydata]) if si.ast.op.name in ("STORE", "SINK")]
+  return [Kernel(si.ast, ClangRenderer()).hand_coded_optimizations().to_program().src for si in items]
 
 
 def _rng() -> np.random.Generator:

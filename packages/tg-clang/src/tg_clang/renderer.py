@@ -207,7 +207,8 @@ class ClangRenderer(CStyleLanguage):
   # sqrt through clang's builtin (no header needed: one instruction), in float for every float narrower than double
   code_for_op = {**CStyleLanguage.code_for_op,
                  # not of a mask: its bits flipped (-1 <-> 0)
-                 UnaryOps.NEG: lambda x, dt: f"(~{x})" if dt.count > 1 and dt.scalar() == dtypes.bool else CStyleLanguage.code_for_op[UnaryOps.NEG](x, dt),
+                 UnaryOps.NEG: lambda x, dt: f"(~{x})" if dt.count > 1 and dt.scalar() == dtypes.bool
+                 else CStyleLanguage.code_for_op[UnaryOps.NEG](x, dt),
                  UnaryOps.SQRT: lambda x, dt: f"__builtin_sqrt{'' if dt == dtypes.float64 else 'f'}({x})"}
 
 

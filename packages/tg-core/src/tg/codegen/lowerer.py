@@ -524,11 +524,10 @@ class Lowerer:
       # ones (a 64-long softmax row's max, a LayerNorm's mean of 128: the scalar chain was most of the kernel), and a
       # float sum's error grows with the tree's depth, not the lane count. A renderer that splits vector ops adds the
       # same pairs lane by lane
-      n = self.lanes
-      while n > 1 and n % 2 == 0:
+      n, scalar = self.lanes, red.dtype.scalar() if red.dtype is not None else None
+      while n > 1 and n % 2 == 0 and scalar is not None:
         n //= 2
-        lo, hi = (UOp(UOps.VECTORIZE, red.dtype.scalar().vec(n), tuple(red.gep(i) for i in range(k, k + n))) if n > 1 else red.gep(k)
-                  for k in (0, n))
+        lo, hi = (UOp(UOps.VECTORIZE, scalar.vec(n), tuple(red.gep(i) for i in range(k, k + n))) if n > 1 else red.gep(k) for k in (0, n))
         red = lo.alu(alu, hi)
       lanes = [red.gep(i) for i in range(n)] if n > 1 else [red]
       red = lanes[0]

@@ -144,7 +144,8 @@ def beam_key(k: Kernel, device: str, amt: int) -> str:
   Not a pickle of the AST, whose cached hashes (and enum hashes under PYTHONHASHSEED) differ in every process."""
   compiler = Device[device].compiler
   renderer = f"{type(k.renderer).__module__}.{type(k.renderer).__qualname__}"
-  return stable_key((SEARCH_VERSION, k.ast, device, renderer, _renderer_options(k.renderer), compiler.cachekey if compiler is not None else None, amt))
+  cachekey = compiler.cachekey if compiler is not None else None
+  return stable_key((SEARCH_VERSION, k.ast, device, renderer, _renderer_options(k.renderer), cachekey, amt))
 
 
 def beam_search(k: Kernel, bufs: list[Buffer], amt: int, var_vals: dict[Variable, int] | None = None) -> Kernel:
