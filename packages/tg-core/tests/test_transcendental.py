@@ -126,6 +126,43 @@ def test_sin_near_multiples_of_pi_over_2() -> None:
   check(UnaryOps.SIN, x)
 
 
+def _fma_exp2(renderer: object) -> bool:
+  target = getattr(renderer, "cpu_target", None)
+  return bool(getattr(renderer, "fused_mulacc", False) and target is not None and target.fma)
+
+
+@pytest.fixture(params=["fma", "no fma"])
+def exp2_path(request: pytest.FixtureRequest, fallback: None) -> Iterator[str]:
+  """Both float32 exp2 expansions on a device with FMA: the short one (_exp2_fma) and, with MULACC taken away, the
+  exact-products one every other device gets."""
+  renderer = Device[Device.DEFAULT].renderer
+  if request.param == "fma" and not _fma_exp2(renderer):
+    pytest.skip("the device's MULACC isn't one rounding on a CPU with FMA: it never takes the short exp2")
+  saved = renderer.fused_mulacc  # type: ignore[union-attr]
+  tg.engine.realize.method_cache.clear()
+  if request.param == "no fma":
+    renderer.fused_mulacc = False  # type: ignore[union-attr]
+  yield request.param
+  renderer.fused_mulacc = saved  # type: ignore[union-attr]
+  tg.engine.realize.method_cache.clear()
+
+
+@needs_strict_float
+def test_exp2_both_paths(exp2_path: str) -> None:
+  """Each expansion within 1 ulp, the short one's worst region included (every float32 in [-1/2, -1/4] on a compiled
+  device: 2^f just under 1 has the finest ulp), special values exact, and the short one much shorter."""
+  n = sweep_size(UnaryOps.EXP2, np.float32, 1500, 4_000_000)
+  lo, hi = np.float32(-0.5).view(np.uint32), np.float32(-0.25).view(np.uint32)
+  worst_f = np.arange(hi, lo + 1, max(1, (int(lo) - int(hi)) // n), dtype=np.uint32).view(np.float32)
+  check(UnaryOps.EXP2, np.concatenate([worst_f, -worst_f, float32_sweep(min(n, 200_000), seed=3)]))
+  xs = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 128.0, -150.0, -149.0, -126.0, -140.0, 3e38, -3e38], np.float32)
+  want = np.array([1.0, 1.0, np.inf, 0.0, np.nan, np.inf, 0.0, 2.0**-149, 2.0**-126, 2.0**-140, np.inf, 0.0], np.float32)
+  np.testing.assert_array_equal(apply(UnaryOps.EXP2, xs), want)
+  (si,) = [si for si in create_schedule([Tensor(np.ones(4, np.float32)).lazydata.e(UnaryOps.EXP2)]) if si.ast.op.name == "STORE"]
+  alus = sum(u.op is UOps.ALU for u in Kernel(si.ast, Device[Device.DEFAULT].renderer).linearize())
+  assert (alus < 35) if exp2_path == "fma" else (alus > 45), f"{exp2_path}: {alus} ALU ops"
+
+
 @pytest.mark.usefixtures("fallback")
 def test_float32_special_values() -> None:
   inf, nan = np.inf, np.nan

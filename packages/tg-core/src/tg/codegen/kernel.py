@@ -304,9 +304,10 @@ class Kernel:
     sink = collapse_loops(sink)  # arange-like sums of a masked constant become a count: no loop
     # transcendental fallback: ops the renderer can't compute become basic ALU ops, on vectors as on scalars (kernels
     # without them are untouched)
-    sink = rewrite_transcendentals(sink, self.renderer.transcendental_fallback)
-    # then the vector operations the renderer can't write as such become one scalar operation per lane
     r = self.renderer
+    fma = r.fused_mulacc and r.cpu_target is not None and r.cpu_target.fma  # MULACC is then one rounding (an FMA instruction)
+    sink = rewrite_transcendentals(sink, r.transcendental_fallback, fma)
+    # then the vector operations the renderer can't write as such become one scalar operation per lane
     def keep(u: UOp) -> bool:
       return r.keeps_vector(u) and all(r.vector_width(x.dtype.scalar()) >= x.dtype.count for x in (u, *u.src) if x.dtype is not None)
     sink = devectorize(sink, keep)
