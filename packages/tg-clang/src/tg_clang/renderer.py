@@ -109,8 +109,6 @@ class ClangRenderer(CStyleLanguage):
     # a bool vector loaded, stored or built from lanes: bytes in memory, an int mask in registers
     used |= {dt for u in uops if u.dtype is not None and u.dtype.count > 1 and u.dtype.scalar() == dtypes.bool
              for dt in (dtypes.uint8.vec(u.dtype.count), dtypes.int32.vec(u.dtype.count))}
-    used |= {dt for u in uops if u.op is UOps.STORE and (v := u.src[2].dtype) is not None and v.count > 1 and v.scalar() == dtypes.bool
-             for dt in (dtypes.uint8.vec(v.count), dtypes.int32.vec(v.count))}
     vecs = sorted(used, key=lambda dt: (dt.priority, dt.count))
     self._typedefs = "".join(f"typedef {self.render_dtype(dt.scalar())} {self.render_dtype(dt)} "
                              f"__attribute__((ext_vector_type({dt.count}), aligned({dt.scalar().itemsize})));\n" for dt in vecs)

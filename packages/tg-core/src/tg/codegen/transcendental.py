@@ -219,13 +219,27 @@ def _two_prod(fmt: _Fmt, a: UOp, b: float) -> tuple[UOp, UOp]:
 
 # ---------- exp2 ----------
 
+def _exp2_clamped(fmt: _Fmt, x: UOp) -> tuple[UOp, UOp]:
+  """(x is NaN, x with NaN as 0 and clamped to [lo, hi]): 2^x is 0 below lo and inf above hi, so n stays small."""
+  lo, hi = -(fmt.bias + fmt.mant + 3), fmt.bias + 2
+  is_nan = _ne(x, x)
+  xc = _where(is_nan, _c(fmt.dt, 0.0), x)
+  xc = _where(xc.lt(lo), _c(fmt.dt, lo), xc)
+  return is_nan, _where(_gt(xc, hi), _c(fmt.dt, hi), xc)
+
+
+def _exp2_scaled(fmt: _Fmt, p: UOp, n: UOp, is_nan: UOp) -> UOp:
+  """p * 2^n (NaN where x was): n/2 and n - n/2 are both normal exponents, so p * 2^n1 is exact and the second product
+  rounds once (denormals too)."""
+  def scale(k: UOp) -> UOp:  # 2^k for k in the normal exponent range, from its bits
+    return _bitcast(_shl(k + fmt.bias, fmt.mant), fmt.dt)
+  n1 = n // 2
+  return _where(is_nan, _c(fmt.dt, _NAN), p * scale(n1) * scale(_sub(n, n1)))
+
+
 def _exp2(fmt: _Fmt, x: UOp) -> UOp:
   dt, it = fmt.dt, fmt.itype
-  lo, hi = -(fmt.bias + fmt.mant + 3), fmt.bias + 2  # 2^x is 0 below lo and inf above hi: clamp so n stays small
-  is_nan = _ne(x, x)
-  xc = _where(is_nan, _c(dt, 0.0), x)
-  xc = _where(xc.lt(lo), _c(dt, lo), xc)
-  xc = _where(_gt(xc, hi), _c(dt, hi), xc)
+  is_nan, xc = _exp2_clamped(fmt, x)
   t = xc.cast(it)                       # truncation toward zero
   f = _sub(xc, t.cast(dt))              # exact: |f| < 1
   up, dn = _gt(f, 0.5), f.lt(-0.5)
@@ -235,14 +249,7 @@ def _exp2(fmt: _Fmt, x: UOp) -> UOp:
   ln2_hi, ln2_lo = _hi_lo(fmt, _LN2)
   ph, pe = _two_prod(fmt, f, ln2_hi)
   s, se = _fast_two_sum(_c(dt, 1.0), ph)
-  p = s + (se + (pe + f * (f * _horner(f, _EXP2[fmt]) + ln2_lo)))
-
-  def scale(k: UOp) -> UOp:  # 2^k for k in the normal exponent range, from its bits
-    return _bitcast(_shl(k + fmt.bias, fmt.mant), dt)
-  # n/2 and n - n/2 are both normal exponents, so p * 2^n1 is exact and the second product rounds once (denormals too)
-  n1 = n // 2
-  r = p * scale(n1) * scale(_sub(n, n1))
-  return _where(is_nan, _c(dt, _NAN), r)
+  return _exp2_scaled(fmt, s + (se + (pe + f * (f * _horner(f, _EXP2[fmt]) + ln2_lo))), n, is_nan)
 
 
 # 2^f = 1 + f*(c1 + f*(c2 + ...)) on [-1/2, 1/2] for float32 with fused multiply-adds (_exp2_fma): a near-minimax fit
@@ -258,23 +265,13 @@ def _exp2_fma(fmt: _Fmt, x: UOp) -> UOp:
   (whose exact products need Dekker's split without FMA). Max error 0.952 ulp, against _exp2's 0.77: every float32 with
   1/16 <= |x| <= 1/2 checked (the worst f, -0.496, gives 2^f just under 1, the finest ulp; other x have the same f, scaled
   exactly), and 24M random values elsewhere. Special values as _exp2."""
-  dt, it = fmt.dt, fmt.itype
-  lo, hi = -(fmt.bias + fmt.mant + 3), fmt.bias + 2
-  is_nan = _ne(x, x)
-  xc = _where(is_nan, _c(dt, 0.0), x)
-  xc = _where(xc.lt(lo), _c(dt, lo), xc)
-  xc = _where(_gt(xc, hi), _c(dt, hi), xc)
+  is_nan, xc = _exp2_clamped(fmt, x)
   r = _sub(xc + _ROUND_MAGIC, _ROUND_MAGIC)  # two roundings that cancel: rint(xc), exact for |xc| <= 153
   f = _sub(xc, r)                             # exact, |f| <= 1/2
   acc = _k(f, _EXP2_FMA[-1])
   for c in (*reversed(_EXP2_FMA[:-1]), 1.0):
     acc = acc.alu(TernaryOps.MULACC, f, _k(f, c))
-  n = r.cast(it)
-  n1 = n // 2
-
-  def scale(k: UOp) -> UOp:
-    return _bitcast(_shl(k + fmt.bias, fmt.mant), dt)
-  return _where(is_nan, _c(dt, _NAN), acc * scale(n1) * scale(_sub(n, n1)))
+  return _exp2_scaled(fmt, acc, r.cast(fmt.itype), is_nan)
 
 
 # ---------- log2 ----------
