@@ -125,3 +125,48 @@ def test_padded_elementwise_into_reduce_values():
   out = ((a.exp()).pad(((1, 1), (2, 0))) + 1).sum(axis=0).numpy()
   ref = (np.pad(np.exp(x), ((1, 1), (2, 0))) + 1).sum(axis=0)
   np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+# ---------- a scalar operand is one shared constant (LazyBuffer.operand) ----------
+
+
+def test_scalar_operand_is_shared_and_right():
+  x = Tensor(np.arange(6, dtype=np.float32)).realize()
+  a, b = x + 2.5, x + 2.5
+  assert a.lazydata.srcs[1] is b.lazydata.srcs[1]  # one constant serves both ops
+  np.testing.assert_array_equal(a.numpy(), np.arange(6, dtype=np.float32) + 2.5)
+  np.testing.assert_array_equal(b.numpy(), np.arange(6, dtype=np.float32) + 2.5)
+  np.testing.assert_array_equal((x + 3.5).numpy(), np.arange(6, dtype=np.float32) + 3.5)  # another value: another constant
+
+
+def test_scalar_operand_keeps_the_sign_of_zero():
+  x = Tensor(np.array([1.0, -1.0], np.float32)).realize()
+  pos, neg = (x * 0.0).numpy(), (x * -0.0).numpy()
+  assert list(np.signbit(pos)) == [False, True] and list(np.signbit(neg)) == [True, False]
+  neg2, pos2 = (x * -0.0).numpy(), (x * 0.0).numpy()  # the other order: neither is taken for the other
+  assert list(np.signbit(pos2)) == [False, True] and list(np.signbit(neg2)) == [True, False]
+
+
+def test_scalar_operand_by_type_and_dtype():
+  i = Tensor(np.array([1, 2, 3], np.int32)).realize()
+  f = Tensor(np.array([1, 2, 3], np.float32)).realize()
+  bl = Tensor(np.array([True, False, True])).realize()
+  assert (i + 1).dtype == dtypes.int32 and (i + 1.0).dtype == dtypes.default_float and (f + 1).dtype == dtypes.float32
+  np.testing.assert_array_equal((i + 1).numpy(), [2, 3, 4])
+  np.testing.assert_allclose((i + 1.5).numpy(), [2.5, 3.5, 4.5])
+  np.testing.assert_array_equal((bl + True).numpy(), [True, True, True])  # bool + bool is or, as in torch
+  np.testing.assert_array_equal((bl + 1).numpy(), [2, 1, 2])
+  assert np.isnan((f + float("nan")).numpy()).all() and np.isnan((f + float("nan")).numpy()).all()
+
+
+def test_a_realized_shared_operand_is_not_reused():
+  """A user never holds the shared constant, but were it realized (and then written in place), no later op may read it."""
+  from tg.lazy import LazyBuffer
+  x = Tensor(np.ones(4, np.float32)).realize()
+  c = LazyBuffer.operand(7.0, (4,), dtypes.float32, x.device)
+  held = Tensor(c)
+  held.realize()
+  assert c.base.op is None  # realized: no longer a CONST
+  c2 = LazyBuffer.operand(7.0, (4,), dtypes.float32, x.device)
+  assert c2 is not c and c2.base.op is not None
+  np.testing.assert_array_equal((x + 7.0).numpy(), [8.0] * 4)

@@ -16,8 +16,18 @@ from tg.nn.state import get_parameters, get_state_dict, load_state_dict
 rng = np.random.default_rng(0)
 
 
-@pytest.fixture
-def devs() -> tuple[str, str]:
+@pytest.fixture(params=["one after another", "side by side"])
+def devs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+  """The two instances; every test runs twice on CPU devices: their kernels one after another (STREAMS=0), and side by
+  side on a thread per instance however small the work (tg/engine/streams.py)."""
+  from tg.engine import streams
+  from tg.settings import STREAMS
+  if request.param == "side by side":
+    if not streams.host_cores(Device.DEFAULT):
+      pytest.skip("only CPU devices run instances side by side")
+    monkeypatch.setattr(streams, "MIN_ITEM_S", 0.0)
+  else:
+    monkeypatch.setattr(STREAMS, "value", 0)
   return (Device.DEFAULT, f"{Device.DEFAULT}:1")
 
 
@@ -298,17 +308,17 @@ def test_a_failed_sharded_realize_leaves_nothing_that_looks_computed(devs: tuple
   a = _np((4, 6))
   t = Tensor(a).shard(devs, axis=0).realize()
   out = (t * 2 + 1).exp()
-  orig, calls = realize.ExecItem.run, [0]
+  orig, calls = realize.CompiledRunner.__call__, [0]
 
   def failing(self: Any, *args: Any, **kwargs: Any) -> Any:
     calls[0] += 1
     if calls[0] == 2:
       raise MemoryError("injected")
     return orig(self, *args, **kwargs)
-  realize.ExecItem.run = failing  # type: ignore[method-assign]
+  realize.CompiledRunner.__call__ = failing  # type: ignore[method-assign]
   try:
     with pytest.raises(MemoryError):
       out.realize()
   finally:
-    realize.ExecItem.run = orig  # type: ignore[method-assign]
+    realize.CompiledRunner.__call__ = orig  # type: ignore[method-assign]
   np.testing.assert_allclose(out.numpy(), np.exp(a * 2 + 1), rtol=1e-5)

@@ -25,7 +25,7 @@ def tg_device(device: str) -> DeviceSpec | None:
                       program=CrossPrograms(), available=_unavailable_reason() or cross.unavailable_reason(), priority=50,
                       note="aarch64 under qemu-user: for numbers, not speed")
   return DeviceSpec(allocator=lambda: HostAllocator(slack=native_vector_bytes()), renderer=ClangRenderer, compiler=ClangCompiler,
-                    program=ClangProgram, graph=ClangGraph, available=_unavailable_reason(), priority=50)
+                    program=ClangProgram, graph=ClangGraph, available=_unavailable_reason(), priority=50, host_cores=True)
 
 
 def _unavailable_reason() -> str:

@@ -18,6 +18,10 @@ from tg_clang.harness import Harness
 # (pycparser without c_ast), and every kernel loaded after it would fail.
 cffi.FFI().cdef("void tg_clang_warmup(void);")
 
+# a kernel's buffers are passed as `char[]` views of their memory (any FFI's char[] fits a `void*` parameter), made by
+# the backend's from_buffer itself: FFI.from_buffer is a Python wrapper around it, and an eager op makes one per buffer
+_chars_of = functools.partial(cffi.FFI()._backend.from_buffer, cffi.FFI().typeof("char[]"))
+
 
 class ClangProgram:
   """One kernel from a shared object: `void name(T* data0, T* data1, ...)`."""
@@ -49,8 +53,8 @@ class ClangProgram:
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
     if self.fxn is None:
       self._load(len(bufs), len(vals))
-    args = [self.ffi.from_buffer(b) for b in bufs]
-    st = time.perf_counter()
+    args = list(map(_chars_of, bufs))
+    st = time.perf_counter() if wait else 0.0
     if self.outer is None:
       self.fxn(*args, *vals)
     else:

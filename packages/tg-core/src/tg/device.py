@@ -346,11 +346,13 @@ class Buffer:
 
   def allocate(self, opaque: Any = None) -> Buffer:
     assert self._buf is None, "buffer is already allocated"
-    self.allocator = Device[self.device].allocator
+    self.allocator = allocator = Device[self.device].allocator
     nbytes = self.size * self.dtype.itemsize
-    self._buf = opaque if opaque is not None else self.allocator.alloc(nbytes, self.options)
-    GlobalCounters.mem_used += nbytes
-    GlobalCounters.mem_used_peak = max(GlobalCounters.mem_used_peak, GlobalCounters.mem_used)
+    self._buf = opaque if opaque is not None else allocator.alloc(nbytes, self.options)
+    counters = GlobalCounters
+    if (used := counters.mem_used + nbytes) > counters.mem_used_peak:
+      counters.mem_used_peak = used
+    counters.mem_used = used
     return self
 
   def __del__(self) -> None:

@@ -6,6 +6,7 @@ for free. exp and log go through exp2/log2, the primitives devices provide.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any, ClassVar
 
 from tg.dtype import DType, dtypes
@@ -14,6 +15,10 @@ from tg.lazy import LazyBuffer
 from tg.multi import MultiLazyBuffer
 from tg.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
 from tg.shape.symbolic import sint
+
+_requires_grad, _lazydata = operator.attrgetter("requires_grad"), operator.attrgetter("lazydata")
+_Tensor: Any = None  # tg.tensor.Tensor, set by tensor.py once defined: it imports this module, and an import inside
+# apply (a dict lookup, one would think) cost 1 us of the 20 an eager op takes
 
 
 class Function:
@@ -24,7 +29,7 @@ class Function:
 
   def __init__(self, device: str, *tensors: Any) -> None:
     self.device = device
-    self.needs_input_grad = needs = [t.requires_grad for t in tensors]
+    self.needs_input_grad = needs = list(map(_requires_grad, tensors))  # (map of an attrgetter: no Python frame)
     if not self.differentiable:
       self.requires_grad: bool | None = False
     else:
@@ -40,12 +45,11 @@ class Function:
 
   @classmethod
   def apply(cls, *x: Any, **kwargs: Any) -> Any:
-    from tg.tensor import Tensor  # (tensor.py imports this module; an import of a loaded module is a dict lookup)
     ctx = cls(x[0].lazydata.device, *x)
-    ret = Tensor.__new__(Tensor)
-    ret.lazydata = ctx.forward(*[t.lazydata for t in x], **kwargs)
+    ret = _Tensor.__new__(_Tensor)
+    ret.lazydata = ctx.forward(*map(_lazydata, x), **kwargs)
     ret.requires_grad, ret.grad = ctx.requires_grad, None
-    ret._ctx = ctx if ctx.requires_grad and not Tensor.no_grad else None
+    ret._ctx = ctx if ctx.requires_grad and not _Tensor.no_grad else None
     return ret
 
 

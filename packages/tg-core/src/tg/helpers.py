@@ -87,20 +87,27 @@ def is_finite_number(x: float) -> bool:
 
 # ---------- counters ----------
 
-class GlobalCounters:
-  """Totals since the last reset: ops and memory traffic of kernels run, their time, kernel count."""
-  global_ops: int = 0
-  global_mem: int = 0
-  time_sum_s: float = 0.0
-  kernel_count: int = 0
-  mem_used: int = 0       # bytes in allocated Buffers now (not reset: it is a level, not a total)
-  mem_used_peak: int = 0  # the high-water mark of mem_used since the last reset
+class _GlobalCounters:
+  """Totals since the last reset: ops and memory traffic of kernels run, their time, kernel count.
 
-  @staticmethod
-  def reset() -> None:
-    GlobalCounters.global_ops, GlobalCounters.global_mem = 0, 0
-    GlobalCounters.time_sum_s, GlobalCounters.kernel_count = 0.0, 0
-    GlobalCounters.mem_used_peak = GlobalCounters.mem_used
+  One instance, `GlobalCounters` (tinygrad's name, read and reset the same way). Its fields are slots of an instance,
+  not class attributes: every kernel run bumps several, and setting a class attribute costs three times as much."""
+  __slots__ = ("global_mem", "global_ops", "kernel_count", "mem_used", "mem_used_peak", "time_sum_s")
+
+  def __init__(self) -> None:
+    self.global_ops: int = 0
+    self.global_mem: int = 0
+    self.time_sum_s: float = 0.0
+    self.kernel_count: int = 0
+    self.mem_used: int = 0       # bytes in allocated Buffers now (not reset: it is a level, not a total)
+    self.mem_used_peak: int = 0  # the high-water mark of mem_used since the last reset
+
+  def reset(self) -> None:
+    self.global_ops, self.global_mem, self.time_sum_s, self.kernel_count = 0, 0, 0.0, 0
+    self.mem_used_peak = self.mem_used
+
+
+GlobalCounters = _GlobalCounters()
 
 
 class Timing(contextlib.ContextDecorator):

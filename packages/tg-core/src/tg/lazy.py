@@ -90,6 +90,7 @@ pack_candidates: weakref.WeakSet[LazyBuffer] = weakref.WeakSet()
 _SCALAR = ShapeTracker.from_shape(())
 _PLAIN_FLOATS = (dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.float64)  # a tuple: `in` tries identity first
 _const_views: dict[tuple[int, ...], ShapeTracker] = {}
+_operands: dict[tuple[Any, ...], LazyBuffer] = {}  # (see LazyBuffer.operand)
 
 
 def _const_view(shape: tuple[sint, ...]) -> ShapeTracker:
@@ -104,7 +105,7 @@ def _const_view(shape: tuple[sint, ...]) -> ShapeTracker:
 
 
 _VARIES = object()  # (LazyBuffer._fold: a source that is not one constant)
-_FORCED = (MetaOps.EMPTY, MetaOps.CONTIGUOUS, MetaOps.COPY, MetaOps.ASSIGN)  # ops whose result always gets a buffer
+_FORCED = frozenset((MetaOps.EMPTY, MetaOps.CONTIGUOUS, MetaOps.COPY, MetaOps.ASSIGN))  # ops whose result always gets a buffer
 
 
 def add_reader(base: LazyBuffer, ref: weakref.ref[LazyBuffer]) -> None:
@@ -113,8 +114,14 @@ def add_reader(base: LazyBuffer, ref: weakref.ref[LazyBuffer]) -> None:
   readers = base.readers
   readers.append(ref)
   if len(readers) > base._readers_kept:
-    readers[:] = [r for r in readers if r() is not None]
-    base._readers_kept = 2 * len(readers) + 8
+    prune_readers(base)
+
+
+def prune_readers(base: LazyBuffer) -> None:
+  """Drop the dead references from `base.readers`; the list may then grow to twice its live length before the next."""
+  readers = base.readers
+  readers[:] = [r for r in readers if r() is not None]
+  base._readers_kept = 2 * len(readers) + 8
 
 
 def live_readers(base: LazyBuffer) -> list[LazyBuffer]:
@@ -135,15 +142,18 @@ class LazyBuffer:
       self.readers: list[weakref.ref[LazyBuffer]] = []
       self._readers_kept = 8
       ref = weakref.ref(self)
-      for s in srcs:
-        add_reader(s._base or s, ref)
+      for s in srcs:  # (add_reader, inline: this runs for every op built)
+        readers = (rb := s._base or s).readers
+        readers.append(ref)
+        if len(readers) > rb._readers_kept:
+          prune_readers(rb)
       self.op, self.arg, self.srcs = op, arg, srcs
       # an ASSIGN writes into the buffer of its target; everything else gets a buffer of its own
       size = st.size
       self.buffer: Buffer = srcs[1].base.buffer if op is MetaOps.ASSIGN else \
         Buffer(device, size if type(size) is int else _max_size(st.shape), dtype)
       self.buffer.lb_refcount += 1
-      self.forced_realize = op in _FORCED
+      self.forced_realize = op in _FORCED  # (a frozenset: an op is hashed by identity, where a tuple compares each)
     else:
       assert base._base is None, "a view's base must be a base"
 
@@ -203,9 +213,27 @@ class LazyBuffer:
     base = LazyBuffer(device, _SCALAR, dtype, MetaOps.CONST, val)
     return base._view(_const_view(shape)) if shape else base  # one view, not a reshape's and an expand's
 
+  @staticmethod
+  def operand(val: ConstType, shape: tuple[sint, ...], dtype: DType, device: str) -> LazyBuffer:
+    """full(), shared: the Python scalar of a binary op (`x + 1.0`). An eager op with a scalar built its constant anew
+    (two LazyBuffers and a Buffer made and dropped, 2 of the 20 us the op took); the same one now serves every op
+    with that value, shape, dtype and device. Only for an operand the op consumes: full()'s result may be handed to a
+    user who realizes it and assigns into it, which must never reach another op's constant. A shared one that was
+    realized all the same (its op is no longer CONST) is made anew."""
+    # a float zero by its bits: -0.0 == 0.0 (a nan, never equal, just misses)
+    key = (val.hex() if type(val) is float and not val else val, type(val), shape, dtype, device)
+    if (lb := _operands.get(key)) is not None and lb._base is not None and lb._base.op is MetaOps.CONST:
+      return lb
+    lb = LazyBuffer.full(val, shape, dtype, device)
+    if lb._base is not None and all(type(s) is int for s in shape):  # (a symbolic shape is never kept, as _const_view)
+      if len(_operands) >= 4096:
+        _operands.clear()
+      _operands[key] = lb
+    return lb
+
   def is_unrealized_const(self) -> bool:
     """A constant that is the same everywhere (no padded region)."""
-    return (self._base or self).op is MetaOps.CONST and all(v.mask is None for v in self.st.views)
+    return (self._base or self).op is MetaOps.CONST and self.st.unmasked
 
   @property
   def const_value(self) -> ConstType:
@@ -273,10 +301,10 @@ class LazyBuffer:
 
   def e(self, op: UnaryOps | BinaryOps | TernaryOps, *in_srcs: LazyBuffer) -> LazyBuffer:
     srcs = (self,) + in_srcs
-    for s in srcs[1:]:
+    for s in in_srcs:
       if s.shape != self.shape:
         raise RuntimeError(f"elementwise {op} on shapes {[x.shape for x in srcs]}: broadcast them first")
-    out_dtype = dtypes.bool if op in (BinaryOps.CMPLT, BinaryOps.CMPNE) else srcs[-1].dtype
+    out_dtype = dtypes.bool if op is BinaryOps.CMPLT or op is BinaryOps.CMPNE else srcs[-1].dtype
     if (folded := self._fold(op, srcs, out_dtype)) is not None:
       return folded
     st = self.st if self.st.contiguous else ShapeTracker.from_shape(self.shape)  # (the same object when it can be)
@@ -287,9 +315,8 @@ class LazyBuffer:
     # with a Python scalar comes through here)
     vals, consts = [], 0
     for s in srcs:
-      b, views = s._base or s, s.st.views
-      if b.op is MetaOps.CONST and (views[0].mask is None if len(views) == 1 else all(v.mask is None for v in views)):
-        vals.append(b.arg)
+      if (s._base or s).op is MetaOps.CONST and s.st.unmasked:
+        vals.append((s._base or s).arg)
         consts += 1
       else:
         vals.append(_VARIES)

@@ -183,6 +183,8 @@ SPLIT_REDUCEOP_THRESHOLD = Setting("SPLIT_REDUCEOP_THRESHOLD", 32768,
 PACK = Setting("PACK", 1, "0: large matmuls are not copied into panels first on devices that declare `Renderer.matmul_panel`")
 LRU = Setting("LRU", 1, "0: freed device buffers go back to the device at once instead of being kept for reuse")
 CPU_THREADS = Setting("CPU_THREADS", os.cpu_count() or 1, "threads a CPU device splits a big kernel across", shown_default="the number of cores")
+STREAMS = Setting("STREAMS", 1, "0: a schedule over several CPU device instances (a sharded tensor) runs their kernels one after another, "
+                  "each split across all cores, instead of side by side, each instance on its share of the cores")
 CPU_THREAD_MIN_WORK = Setting("CPU_THREAD_MIN_WORK", 2_000_000, "loop-body instructions from which a CPU device's kernel is split across threads")
 CPU_TARGET = Setting("CPU_TARGET", "native", "the CPU that CPU devices compile for and tune to: native, an x86-64 level the host runs "
                      "(x86-64-v2: SSE4.2, x86-64-v3: AVX2, x86-64-v4: AVX-512), or aarch64 (NEON, armv8-a; on another host a CPU "

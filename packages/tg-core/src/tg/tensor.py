@@ -277,7 +277,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
 
   def realize(self, *lst: Tensor) -> Tensor:
     """Compute this tensor (and the others given, in one schedule: `Tensor.realize(a, b)` as in tinygrad)."""
-    Tensor.realize_all(self, *lst)
+    if not lst and type(lb := self.lazydata) is LazyBuffer and not divcheck._pending:  # (_run's work, in one call: an eager op)
+      realize_lazybuffers([lb])
+    else:
+      Tensor.realize_all(self, *lst)
     return self
 
   def _contiguous_buffer(self) -> Buffer:
@@ -952,7 +955,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       if dt is not xdt:
         x = x.cast(dt)
       c = Tensor.__new__(Tensor)  # (what Tensor(lb) makes, without its checks: this runs for every op with a scalar)
-      c.lazydata, c.requires_grad, c.grad, c._ctx = x.lazydata.const(y), None, None, None
+      lb = x.lazydata
+      c.lazydata = LazyBuffer.operand(y, lb.shape, dt, lb.device) if type(lb) is LazyBuffer else lb.const(y)
+      c.requires_grad, c.grad, c._ctx = None, None, None
       return (c, x) if reverse else (x, c)
     if y.device != x.device:
       raise RuntimeError(f"tensors are on different devices: {x.device} and {y.device}; move one with .to()")
@@ -1453,3 +1458,6 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def half(self) -> Tensor: return self.cast(dtypes.float16)
   def int(self) -> Tensor: return self.cast(dtypes.int32)
   def bool(self) -> Tensor: return self.cast(dtypes.bool)
+
+
+F._Tensor = Tensor  # (see function._Tensor)

@@ -110,11 +110,11 @@ def test_compile_error_at_every_point():
 
 
 def test_kernel_raises_at_every_point():
-  assert inject_everywhere(realize.ExecItem, "run", lambda: Injected("kernel failed")) >= 3
+  assert inject_everywhere(realize, "run_kernel", lambda: Injected("kernel failed")) >= 3
 
 
 def test_keyboard_interrupt_in_kernel_at_every_point():
-  assert inject_everywhere(realize.ExecItem, "run", KeyboardInterrupt) >= 3
+  assert inject_everywhere(realize, "run_kernel", KeyboardInterrupt) >= 3
 
 
 def test_assign_interrupted_is_old_or_new():
@@ -127,7 +127,7 @@ def test_assign_interrupted_is_old_or_new():
     s = (x * y).sum()  # reads the old value, unrealized
     x.assign(x * 2 + y)
     z = x + 1
-    with fail_on(realize.ExecItem, "run", n, KeyboardInterrupt) as calls:
+    with fail_on(realize, "run_kernel", n, KeyboardInterrupt) as calls:
       try:
         Tensor.realize_all(x, z, s)
       except KeyboardInterrupt:
@@ -149,7 +149,7 @@ def test_assign_after_failure_does_not_change_pending_reads():
   x_np = arr(16)
   x = Tensor(x_np).realize()
   b = (x * 3).sum()
-  with fail_on(realize.ExecItem, "run", 1, KeyboardInterrupt), pytest.raises(KeyboardInterrupt):
+  with fail_on(realize, "run_kernel", 1, KeyboardInterrupt), pytest.raises(KeyboardInterrupt):
     b.realize()
   x.assign(x * 0).realize()
   np.testing.assert_allclose(b.numpy(), (x_np * 3).sum(), rtol=1e-5)
@@ -161,7 +161,7 @@ def test_failed_tensor_dropped_frees_its_work():
   import weakref
   a = Tensor(arr(64)).realize()
   b = a * 5
-  with fail_on(realize.ExecItem, "run", 1, Injected), pytest.raises(Injected):
+  with fail_on(realize, "run_kernel", 1, Injected), pytest.raises(Injected):
     b.realize()
   ref = weakref.ref(b.lazydata.base.buffer)
   del b
@@ -185,7 +185,7 @@ def test_jit_replay_runs_pending_reads_first():
     step()
   w_now = w.numpy()
   s = (w * 3).sum()
-  with fail_on(realize.ExecItem, "run", 1, KeyboardInterrupt), pytest.raises(KeyboardInterrupt):
+  with fail_on(realize, "run_kernel", 1, KeyboardInterrupt), pytest.raises(KeyboardInterrupt):
     s.realize()
   step()
   np.testing.assert_allclose(s.numpy(), (w_now * 3).sum(), rtol=1e-5)
@@ -316,7 +316,7 @@ def test_jit_replay_that_raises_part_way_finishes_the_step_when_read():
   assert n_kernels >= 2
   for k in range(1, n_kernels + 1):
     g = arr(8)
-    with fail_on(realize.ExecItem, "run", k, lambda: Injected("kernel failed")):
+    with fail_on(realize, "run_kernel", k, lambda: Injected("kernel failed")):
       with pytest.raises(Injected):
         step(Tensor(g))
     reference(g)  # read back, the step is whole

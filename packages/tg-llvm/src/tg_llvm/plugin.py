@@ -34,4 +34,4 @@ def tg_device(device: str) -> DeviceSpec | None:
   # kernels run on the host: plain host memory, with the slack that lets them read whole vectors at a buffer's ends.
   # Priority 40: a CPU compiler, after CLANG when both are installed
   return DeviceSpec(allocator=lambda: HostAllocator(slack=native_vector_bytes()), renderer=LLVMRenderer, compiler=LLVMCompiler,
-                    program=LLVMProgram, graph=LLVMGraph, priority=40)
+                    program=LLVMProgram, graph=LLVMGraph, priority=40, host_cores=True)

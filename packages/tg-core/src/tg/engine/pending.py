@@ -90,6 +90,11 @@ class PendingWork:
     if not self.items:
       _open.discard(self)
 
+  def finished(self, si: Work) -> None:
+    """`si`, one of ours, ran (elsewhere than `run`: engine/streams.py): it is done."""
+    self._done(si)
+    self._remove({id(si)})
+
   def needed(self, read: set[Buffer], written: set[Buffer]) -> list[Work]:
     """The items that must run before something reads the memory of `read` and writes that of `written` (roots):
     those writing what is read or written, reading what is written, and, back to front, those each of them needs."""

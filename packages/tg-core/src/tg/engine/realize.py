@@ -9,22 +9,26 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import operator
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import tg.codegen.heuristics  # noqa: F401  (Kernel.hand_coded_optimizations uses it: loaded now, not mid-run)
 from tg.codegen.kernel import Kernel
 from tg.device import Buffer, Device
-from tg.engine import memory, pending, profile
+from tg.engine import memory, pending, profile, streams
 from tg.engine.schedule import ScheduleItem, lookup_plan, schedule_found
 from tg.helpers import DEBUG, GlobalCounters, colored
 from tg.interrupts import hold_sigint
 from tg.ops import LazyOp, MetaOps
 from tg.renderer import Program
-from tg.settings import BEAM, CAPTURING
+from tg.settings import BEAM, CAPTURING, STREAMS
 from tg.shape.symbolic import Variable, sint, sym_infer
+
+_opaque = operator.attrgetter("_buf")  # a Buffer's device memory (a map of it makes no Python frame per call)
 
 
 class Runner:
@@ -71,7 +75,7 @@ class CompiledRunner(Runner):
       vals = tuple(var_vals[v] for v in p.vars)
     else:
       vals = ()
-    return self.clprg(*[b._buf for b in bufs], global_size=dims[0], local_size=dims[1], vals=vals, wait=wait)  # type: ignore[no-any-return]
+    return self.clprg(*map(_opaque, bufs), global_size=dims[0], local_size=dims[1], vals=vals, wait=wait)  # type: ignore[no-any-return]
 
 
 class BufferCopy(Runner):
@@ -125,44 +129,53 @@ def get_runner(device: str, ast: LazyOp, bufs: list[Buffer] | None = None, var_v
   return ret
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass sets each field through object.__setattr__, and an eager op makes one
 class ExecItem:
   prg: Runner
   bufs: list[Buffer]
   outs: int = 1  # bufs[:outs] are what it writes
 
   def run(self, var_vals: dict[Variable, int] | None = None) -> float | None:
-    var_vals = var_vals or {}
-    for b in self.bufs:
-      if b._buf is None:
-        b.allocate()
-    prg = self.prg
-    if not (profiling := profile.enabled()) and DEBUG.value < 2:  # the eager path: no timing, no report
-      prg(self.bufs, var_vals)
-      GlobalCounters.kernel_count += prg.n_kernels
-      op, mem = prg.op_estimate, prg.mem_estimate
-      GlobalCounters.global_ops += op if type(op) is int else sym_infer(op, var_vals)
-      GlobalCounters.global_mem += mem if type(mem) is int else sym_infer(mem, var_vals)
-      return None
-    st = time.perf_counter()
-    et = prg(self.bufs, var_vals, wait=True)
-    if profiling:
-      profile.record(prg.display_name, prg.device, st, et if et is not None else time.perf_counter() - st,
-                     {"bufs": len(self.bufs), "ops": str(prg.op_estimate), "mem": str(prg.mem_estimate)})
-    op_estimate, mem_estimate = sym_infer(prg.op_estimate, var_vals), sym_infer(prg.mem_estimate, var_vals)
-    GlobalCounters.kernel_count += self.prg.n_kernels
-    GlobalCounters.global_ops += op_estimate
-    GlobalCounters.global_mem += mem_estimate
-    if et is not None:
-      GlobalCounters.time_sum_s += et
-    if DEBUG >= 2:
-      ptm = colored(f"{et * 1e3:9.3f}ms", "yellow") if et is not None and et > 0.01 else f"{(et or 0) * 1e6:9.2f}us"
-      gflops = op_estimate / (et or 1e-9) * 1e-9
-      gbs = mem_estimate / (et or 1e-9) * 1e-9
-      print(f"*** {self.prg.device[:7]:7s} {GlobalCounters.kernel_count:4d} {self.prg.display_name:30s} arg {len(self.bufs):3d} "
-            f"mem {GlobalCounters.mem_used / 1e9:5.2f} GB tm {ptm}/{GlobalCounters.time_sum_s * 1e3:9.2f}ms "
-            f"({gflops:8.2f} GFLOPS, {gbs:7.2f} GB/s)")
-    return et
+    return run_kernel(self.prg, self.bufs, var_vals or {})
+
+
+def run_kernel(prg: Runner, bufs: list[Buffer], var_vals: dict[Variable, int]) -> float | None:
+  """Run `prg` on `bufs` (allocated first where they aren't), counted in GlobalCounters; timed and reported under
+  PROFILE or DEBUG>=2, when it returns the seconds it took."""
+  for b in bufs:
+    if b._buf is None:
+      b.allocate()
+  if not (profiling := profile.enabled()) and DEBUG.value < 2:  # the eager path: no timing, no report
+    prg(bufs, var_vals)
+    count(prg, var_vals)
+    return None
+  st = time.perf_counter()
+  et = prg(bufs, var_vals, wait=True)
+  if profiling:
+    profile.record(prg.display_name, prg.device, st, et if et is not None else time.perf_counter() - st,
+                   {"bufs": len(bufs), "ops": str(prg.op_estimate), "mem": str(prg.mem_estimate)})
+  op_estimate, mem_estimate = sym_infer(prg.op_estimate, var_vals), sym_infer(prg.mem_estimate, var_vals)
+  GlobalCounters.kernel_count += prg.n_kernels
+  GlobalCounters.global_ops += op_estimate
+  GlobalCounters.global_mem += mem_estimate
+  if et is not None:
+    GlobalCounters.time_sum_s += et
+  if DEBUG >= 2:
+    ptm = colored(f"{et * 1e3:9.3f}ms", "yellow") if et is not None and et > 0.01 else f"{(et or 0) * 1e6:9.2f}us"
+    gflops = op_estimate / (et or 1e-9) * 1e-9
+    gbs = mem_estimate / (et or 1e-9) * 1e-9
+    print(f"*** {prg.device[:7]:7s} {GlobalCounters.kernel_count:4d} {prg.display_name:30s} arg {len(bufs):3d} "
+          f"mem {GlobalCounters.mem_used / 1e9:5.2f} GB tm {ptm}/{GlobalCounters.time_sum_s * 1e3:9.2f}ms "
+          f"({gflops:8.2f} GFLOPS, {gbs:7.2f} GB/s)")
+  return et
+
+
+def count(prg: Runner, var_vals: dict[Variable, int]) -> None:
+  """Count a run of `prg` in GlobalCounters (kernels, ops, bytes)."""
+  GlobalCounters.kernel_count += prg.n_kernels
+  op, mem = prg.op_estimate, prg.mem_estimate
+  GlobalCounters.global_ops += op if type(op) is int else sym_infer(op, var_vals)
+  GlobalCounters.global_mem += mem if type(mem) is int else sym_infer(mem, var_vals)
 
 
 def lower_schedule_item(si: ScheduleItem) -> ExecItem:
@@ -202,7 +215,32 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
   (engine/pending.py), and the exception goes on up."""
   planned = memory.plan_schedule(schedule)
   work = pending.adopt(schedule, planned)
-  work.run(list(work.items), lower=lower_to_run)
+  items: list[ScheduleItem] = list(work.items)  # type: ignore[arg-type]
+  if (lowered := _side_by_side(items)) is None:
+    work.run(list(items), lower=lower_to_run)
+    return
+
+  def prepare(k: int) -> tuple[Sequence[Buffer], Sequence[Buffer], Callable[[], object]]:
+    si, ei = items[k], lowered[k]
+    for b in ei.bufs:
+      b.ensure_allocated()
+    return si.outputs, si.bufs[len(si.outputs):], functools.partial(ei.prg, ei.bufs, si.var_vals)
+
+  def finish(k: int) -> None:
+    count(lowered[k].prg, items[k].var_vals)
+    work.finished(items[k])
+  streams.run_jobs(range(len(items)), lambda k: items[k].bufs[0].device, prepare, finish)
+
+
+def _side_by_side(items: list[ScheduleItem]) -> list[ExecItem] | None:
+  """The items compiled, when they are to run side by side on several CPU device instances (engine/streams.py)."""
+  if not STREAMS.value or (_capture_stack and CAPTURING.value) or profile.enabled() or DEBUG.value >= 2:
+    return None
+  if not streams.several_cpu_instances({b.device for si in items for b in si.bufs}):
+    return None
+  lowered = [lower_schedule_item(si) for si in items]
+  estimates = [(sym_infer(ei.prg.op_estimate, si.var_vals), sym_infer(ei.prg.mem_estimate, si.var_vals)) for si, ei in zip(items, lowered)]
+  return lowered if streams.worth(estimates) else None
 
 
 def realize_lazybuffers(lbs: list[Any]) -> None:
@@ -211,17 +249,16 @@ def realize_lazybuffers(lbs: list[Any]) -> None:
   That is transactional without PendingWork: until the kernel returned, the graph is still there, so a failure
   (MemoryError, a raising kernel) leaves the tensors lazy, and Ctrl-C waits until the bases are marked."""
   found, plan = lookup_plan(lbs)
-  if found is None or plan is None or len(plan.items) != 1 or plan.olds or plan.temps or (_capture_stack and CAPTURING.value) or \
-      plan.items[0][0].op in (MetaOps.COPY, MetaOps.EMPTY):
+  if found is None or plan is None or (eager := plan.eager) is None or (_capture_stack and CAPTURING.value):
     run_schedule(schedule_found(lbs, found, plan))
     return
-  (ast, numbers), nodes = plan.items[0], found[1]
+  (ast, numbers), nodes = eager, found[1]
   bufs = [nodes[n].buffer for n in numbers]
-  bases = [nodes[n] for n in plan.bases]
+  bases = list(map(nodes.__getitem__, plan.bases))
   try:
-    ei = ExecItem(get_runner(bufs[0].device, ast, bufs), bufs, len(ast.src) if ast.op is MetaOps.SINK else 1)
+    prg = get_runner(bufs[0].device, ast, bufs)
     with hold_sigint():
-      ei.run()
+      run_kernel(prg, bufs, {})
       for b in bases:  # as schedule._finish does, once the kernel ran
         memory.track(b)
         b.op, b.srcs = None, ()

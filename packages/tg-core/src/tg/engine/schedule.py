@@ -24,7 +24,7 @@ from tg.helpers import prod
 from tg.interrupts import hold_sigint
 from tg.lazy import LazyBuffer, add_reader, live_readers, pack_candidates
 from tg.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, TernaryOps, UnaryOps
-from tg.settings import FUSE_REDUCE, NEST_REDUCE
+from tg.settings import FUSE_REDUCE, GRAPH, NEST_REDUCE
 from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import Variable
 
@@ -385,10 +385,12 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
 def lookup_plan(outs: list[LazyBuffer]) -> tuple[_Found | None, schedule_cache.Plan | None]:
   """Get the graph ready to schedule, and find the plan of its structure: (its structure, the plan), either None when
   the structure can't be cached or wasn't scheduled before."""
-  pending.settle_graph(outs)  # what a failed run left to do that this graph reads, or that reads what it overwrites
-  if pack_candidates:  # large matmul-like sums: their device decides how their operands are laid out (engine/packing.py)
+  # (both sets are WeakSets, tested by their own set: a WeakSet's __len__ is Python, and this runs on every realize)
+  if pending._open.data:  # type: ignore[attr-defined]  # what a failed run left to do that this graph reads or overwrites
+    pending.settle_graph(outs)
+  if pack_candidates.data:  # type: ignore[attr-defined]  # large matmul-like sums: their device lays out their operands (engine/packing.py)
     packing.pack_noted()
-  found = schedule_cache.structure(outs) if not graphviz.enabled() else None
+  found = schedule_cache.structure(outs) if not GRAPH.value else None  # (GRAPH: graphviz draws the graph as scheduled)
   return found, schedule_cache.lookup(found[0]) if found is not None else None
 
 

@@ -15,6 +15,7 @@ schedule._keep_old_values) is decided again on every call. SCHEDULE_CACHE=0 turn
 """
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Any
 
 from tg.dtype import DType
 from tg.lazy import LazyBuffer
-from tg.ops import LazyOp
+from tg.ops import LazyOp, MetaOps
 from tg.settings import FUSE_REDUCE, NEST_REDUCE, SCHEDULE_CACHE
 from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import Node
@@ -39,6 +40,14 @@ class Plan:
                                                       # of the temporary that already holds a copy of it (or None), whether
                                                       # it writes through a view
   temps: tuple[tuple[str, int, DType], ...] = ()      # each temporary's device, size and dtype: a new Buffer per use
+
+  @functools.cached_property
+  def eager(self) -> tuple[LazyOp, tuple[int, ...]] | None:
+    """The item (AST, buffer numbers) of the one kernel that is all this plan does, with no in-place write and no
+    temporary (an eager op's plan: engine/realize.py runs it without a ScheduleItem), else None."""
+    if len(self.items) != 1 or self.olds or self.temps or self.items[0][0].op in (MetaOps.COPY, MetaOps.EMPTY):
+      return None
+    return self.items[0]
 
 
 _plans: dict[Hashable, Plan] = {}
@@ -62,15 +71,19 @@ def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] |
   parts: list[Any] = []
   append = parts.append
   for b in nodes:  # (grows as sources are first seen)
-    buf = b.buffer
-    shared = buffers.setdefault(id(buf), len(buffers))
-    if b.op is None:  # realized: a leaf
-      append((b.dtype, b.device, buf.size, shared))
+    if (op := b.op) is None:  # realized: a leaf
+      buf = b.buffer
+      append((b.dtype, b.device, buf.size, buffers.setdefault(id(buf), len(buffers))))
       continue
+    # which Buffer a node shares matters only for leaves and ASSIGNs (which write their target's): any other node made
+    # a Buffer of its own when it was built, which nothing else can hold (schedule._keep_old_values gives a leaf a new one)
+    shared = buffers.setdefault(id(b.buffer), len(buffers)) if op is MetaOps.ASSIGN else -1
     arg = b.arg
     if not b.st.concrete:
       return None
-    if type(arg) is float:  # a float constant by its bits: -0.0 == 0.0 and nan != nan, but a kernel must keep the one it was given
+    if arg is None:  # (most ops: an elementwise op has no arg)
+      pass
+    elif type(arg) is float:  # a float constant by its bits: -0.0 == 0.0 and nan != nan, but a kernel must keep the one it was given
       arg = arg.hex()
     elif isinstance(arg, Node) or (isinstance(arg, ShapeTracker) and not arg.concrete):  # (an assign's view)
       return None
@@ -84,9 +97,12 @@ def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] |
       if not st.concrete:
         return None
       srcs.append((n, st))
-    append((b.op, arg, b.dtype, b.device, b.shape, b.forced_realize, shared, tuple(srcs)))
+    append((op, arg, b.dtype, b.device, b.shape, b.forced_realize, shared, tuple(srcs)))
   # the scheduler's switches are part of the key: a plan made under one doesn't hold under another
   config = (FUSE_REDUCE.value, NEST_REDUCE.value)
+  if len(outs) == 1:  # (an eager op: a comprehension is a function call)
+    o = outs[0]
+    return (tuple(parts), ((number[o._base or o], o.st),), config), nodes
   return (tuple(parts), tuple([(number[o._base or o], o.st) for o in outs]), config), nodes
 
 

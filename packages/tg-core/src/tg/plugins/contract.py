@@ -76,6 +76,10 @@ class DeviceSpec:
     synchronize: optional () -> None, waits until every launch and copy made on the instance has finished. tg calls
       it before it copies a buffer out (Allocator.copyout), when a program asks for wait, and from
       `Device[name].synchronize()`. None: the device runs everything synchronously.
+  How it runs:
+    host_cores: its programs run on this machine's cores in the calling thread and release the GIL while they run
+      (a CPU device: its split kernels go through tg.runtime.cpu.run_split). Instances of such devices in one schedule
+      run side by side on threads of their own, each on its share of the cores (tg/engine/streams.py).
   """
   allocator: Callable[[], Allocator] | None = None
   renderer: Callable[[], Renderer] | None = None
@@ -86,6 +90,7 @@ class DeviceSpec:
   available: str = ""
   priority: int = 0
   note: str = ""
+  host_cores: bool = False
 
   def __post_init__(self) -> None:
     if self.allocator is None and self.available == "":

@@ -1,7 +1,8 @@
 """Splitting a CPU kernel across threads, the runtime's half: running the slices (see tg.renderer.cpu).
 
 CPU_THREADS - 1 worker threads are shared by every CPU device; the calling thread runs the first slice itself. The
-kernel function must release the GIL while it runs (cffi and ctypes calls do).
+kernel function must release the GIL while it runs (cffi and ctypes calls do). A thread given a budget (CPU device
+instances running side by side, engine/streams.py) splits its kernels over that many threads of its own instead.
 
 Each worker waits on a lock of its own, which the caller releases once the worker's slice is posted, and releases
 another when the slice is done: two lock operations per worker and launch. concurrent.futures (its queue, futures and
@@ -29,7 +30,8 @@ class _Worker:
     self.task: tuple[int, Callable[[int, int], object], int, int] | None = None
     self.posted = self.finished = 0  # the number of the last slice posted, and of the last one finished
     self.error: BaseException | None = None  # the exception of slice `finished`, if it raised
-    threading.Thread(target=self._loop, name="tg_cpu", daemon=True).start()
+    self.thread = threading.Thread(target=self._loop, name="tg_cpu", daemon=True)
+    self.thread.start()
 
   def _loop(self) -> None:
     while True:
@@ -60,12 +62,15 @@ class _Worker:
 
 
 _workers: list[_Worker] = []
-_launch = threading.Lock()  # one split kernel at a time uses the workers (callers on other threads wait)
+_launch = threading.Lock()  # one split kernel at a time uses the shared workers (callers on other threads wait)
+_local = threading.local()  # per thread: `budget`, the threads its split kernels may use (None: CPU_THREADS), and
+# `workers`, its own pool when it has a budget (engine/streams.py: each CPU device instance running beside others on
+# its share of the cores)
 
 
 def _reset_after_fork() -> None:
-  global _workers, _launch
-  _workers, _launch = [], threading.Lock()  # a forked child has none of its parent's threads
+  global _workers, _launch, _local
+  _workers, _launch, _local = [], threading.Lock(), threading.local()  # a forked child has none of its parent's threads
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
@@ -77,20 +82,39 @@ def slices(outer: int, n: int) -> list[tuple[int, int]]:
   return [(cuts[k], cuts[k + 1]) for k in range(n)]
 
 
+def set_thread_budget(n: int | None) -> None:
+  """How many threads a kernel split on this thread may use from now on (None: CPU_THREADS, from the shared pool; a
+  number: this thread's own workers, so threads with budgets split their kernels at the same time)."""
+  _local.budget = n
+
+
+def own_workers() -> list[_Worker]:
+  """The workers this thread's split kernels use when it has a budget (set_thread_budget)."""
+  return _local.__dict__.setdefault("workers", [])
+
+
 def run_split(fxn: Callable[[int, int], Any], outer: int) -> None:
   """Call fxn(start, end) once per slice of [0, outer), one slice per thread, and wait for all of them."""
-  parts = slices(outer, max(1, min(CPU_THREADS.value, outer)))
+  budget = getattr(_local, "budget", None)
+  parts = slices(outer, max(1, min(CPU_THREADS.value if budget is None else budget, outer)))
   if len(parts) == 1:
     fxn(*parts[0])
     return
+  if budget is not None:
+    _run_slices(own_workers(), fxn, parts)
+    return
   with _launch:
-    while len(_workers) < len(parts) - 1:
-      _workers.append(_Worker())
-    for w, (start, end) in zip(_workers, parts[1:]):
-      w.post(fxn, start, end)
-    try:
-      fxn(*parts[0])
-    finally:  # every posted slice finishes before the caller goes on (they write the same buffers)
-      errors = [w.wait() for w in _workers[:len(parts) - 1]]
+    _run_slices(_workers, fxn, parts)
+
+
+def _run_slices(workers: list[_Worker], fxn: Callable[[int, int], Any], parts: list[tuple[int, int]]) -> None:
+  while len(workers) < len(parts) - 1:
+    workers.append(_Worker())
+  for w, (start, end) in zip(workers, parts[1:]):
+    w.post(fxn, start, end)
+  try:
+    fxn(*parts[0])
+  finally:  # every posted slice finishes before the caller goes on (they write the same buffers)
+    errors = [w.wait() for w in workers[:len(parts) - 1]]
   if (error := next((e for e in errors if e is not None), None)) is not None:
     raise error

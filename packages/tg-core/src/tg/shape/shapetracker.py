@@ -22,13 +22,19 @@ class ShapeTracker:
   def from_shape(shape: tuple[sint, ...]) -> ShapeTracker:
     return ShapeTracker((View.create(shape),))
 
-  @property
+  # cached (an instance's __dict__ answers before the descriptor once set): both are read for every op built
+  @functools.cached_property
   def shape(self) -> tuple[sint, ...]:
     return self.views[-1].shape
 
-  @property
+  @functools.cached_property
   def contiguous(self) -> bool:
     return len(self.views) == 1 and self.views[0].contiguous
+
+  @functools.cached_property
+  def unmasked(self) -> bool:
+    """No View pads: every element reads the buffer (a constant seen through it is the same everywhere)."""
+    return all(v.mask is None for v in self.views)
 
   @functools.cached_property
   def size(self) -> sint:
