@@ -358,9 +358,10 @@ class Buffer:
   def __del__(self) -> None:
     if getattr(self, "_buf", None) is None or getattr(self, "_base", None) is not None:  # views free nothing
       return
-    GlobalCounters.mem_used -= self.nbytes
+    nbytes = self.size * self.dtype.itemsize
+    GlobalCounters.mem_used -= nbytes
     try:
-      self.allocator.free(self._buf, self.nbytes, self.options)
+      self.allocator.free(self._buf, nbytes, self.options)
     except Exception:  # interpreter shutdown: the allocator may already be gone
       pass
 

@@ -130,6 +130,8 @@ def live_readers(base: LazyBuffer) -> list[LazyBuffer]:
 
 
 class LazyBuffer:
+  _structure: tuple[Any, ...]  # a CONST base's part of a graph's structure, once worked out (engine/schedule_cache.py)
+
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Op | None = None, arg: Any = None,
                srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None) -> None:
     self.device, self.st, self.dtype = device, st, dtype

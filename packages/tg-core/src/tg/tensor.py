@@ -65,6 +65,9 @@ def _on_devices(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
   return wrapper
 
 
+_FLOAT_DTYPES = (dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.float64)
+
+
 def _run(lbs: Sequence[LazyBuffer | MultiLazyBuffer]) -> None:
   """Realize `lbs`, with the zero-divisor checks of the integer divisions they depend on (tg.divcheck)."""
   todo, guards = divcheck.with_guards(_parts(lbs))
@@ -944,7 +947,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
         raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
       # a Python scalar takes the tensor's dtype unless its kind is wider (float with an int tensor, int with bool)
       xdt = x.lazydata.dtype
-      if isinstance(y, float) and not dtypes.is_float(xdt):
+      if type(y) is float and xdt in _FLOAT_DTYPES:  # (the common case first: a tuple's `in` tries identity first)
+        dt = xdt
+      elif isinstance(y, float) and not dtypes.is_float(xdt):
         dt = dtypes.default_float
       elif isinstance(y, int) and not isinstance(y, bool) and xdt == dtypes.bool:
         dt = dtypes.default_int

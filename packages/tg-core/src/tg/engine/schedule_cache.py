@@ -75,6 +75,9 @@ def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] |
       buf = b.buffer
       append((b.dtype, b.device, buf.size, buffers.setdefault(id(buf), len(buffers))))
       continue
+    if op is MetaOps.CONST and (part := b.__dict__.get("_structure")) is not None:  # (kept: see below)
+      append(part)
+      continue
     # which Buffer a node shares matters only for leaves and ASSIGNs (which write their target's): any other node made
     # a Buffer of its own when it was built, which nothing else can hold (schedule._keep_old_values gives a leaf a new one)
     shared = buffers.setdefault(id(b.buffer), len(buffers)) if op is MetaOps.ASSIGN else -1
@@ -97,7 +100,10 @@ def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] |
       if not st.concrete:
         return None
       srcs.append((n, st))
-    append((op, arg, b.dtype, b.device, b.shape, b.forced_realize, shared, tuple(srcs)))
+    part = (op, arg, b.dtype, b.device, b.shape, b.forced_realize, shared, tuple(srcs))
+    if op is MetaOps.CONST:  # a constant's part never changes (no sources, never forced), and a scalar operand's
+      b._structure = part    # constant is one node read by every op with its value (LazyBuffer.operand)
+    append(part)
   # the scheduler's switches are part of the key: a plan made under one doesn't hold under another
   config = (FUSE_REDUCE.value, NEST_REDUCE.value)
   if len(outs) == 1:  # (an eager op: a comprehension is a function call)
