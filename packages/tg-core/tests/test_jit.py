@@ -118,3 +118,28 @@ def test_device_graph_is_used_when_offered() -> None:
     x = rng.standard_normal(8).astype(np.float32)
     np.testing.assert_allclose(f(Tensor(x)).numpy(), (x + 1) * 2, rtol=1e-6)
   assert (f.graph is not None) == (Device[Device.DEFAULT].graph is not None)
+
+
+def test_replay_of_realized_whole_buffers_and_everything_else() -> None:
+  """Realized whole buffers take the replay's one-pass input path (engine/jit._plain_inputs); views, lazy tensors, the
+  same buffer twice and changed inputs take the general one, with the same results and errors."""
+  @TinyJit
+  def f(a: Tensor, scale: float, b: Tensor) -> Tensor:
+    return (a * 2 + b).realize()
+  def data(n: int = 6) -> np.ndarray:
+    return rng.standard_normal(n).astype(np.float32)
+  for _ in range(3):
+    f(Tensor(data()).realize(), 1.0, Tensor(data()).realize())
+  x, y = data(), data()
+  np.testing.assert_allclose(f(Tensor(x).realize(), 1.0, Tensor(y).realize()).numpy(), x * 2 + y, rtol=1e-6)  # plain
+  np.testing.assert_allclose(f(Tensor(x), 1.0, Tensor(y) + 0).numpy(), x * 2 + y, rtol=1e-6)  # lazy: realized first
+  big = data(12)
+  np.testing.assert_allclose(f(Tensor(big).realize()[::2], 1.0, Tensor(y).realize()).numpy(), big[::2] * 2 + y, rtol=1e-6)  # a view
+  same = Tensor(x).realize()
+  with pytest.raises(JitError, match="same buffer"):
+    f(same, 1.0, same)
+  with pytest.raises(JitError, match="inputs changed"):
+    f(Tensor(data(7)).realize(), 1.0, Tensor(data(7)).realize())
+  with pytest.raises(JitError, match="inputs changed"):
+    f(Tensor(x.astype(np.int32)).realize(), 1.0, Tensor(y).realize())
+  np.testing.assert_allclose(f(Tensor(y).realize(), 1.0, Tensor(x).realize()).numpy(), y * 2 + x, rtol=1e-6)  # and on

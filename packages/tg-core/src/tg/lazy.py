@@ -69,7 +69,10 @@ def _reads_through_view(x: LazyBuffer, target: LazyBuffer) -> bool:
         return True
       continue
     if b.realized is None and not b.forced_realize and not isinstance(b.op, ReduceOps):
-      stack.extend((s, st) for s in b.srcs)
+      # b read element for element (an optimizer's update: a long elementwise chain) puts no view on top of its
+      # sources': composing with the identity cost a ShapeTracker add and simplify per node
+      under = None if st.contiguous and st.shape == b.shape else st
+      stack.extend((s, under) for s in b.srcs)
   return False
 
 

@@ -968,8 +968,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       raise RuntimeError(f"tensors are on different devices: {x.device} and {y.device}; move one with .to()")
     if reverse:
       x, y = y, x
-    out_dtype = least_upper_dtype(x.dtype, y.dtype)
-    x, y = x.cast(out_dtype), y.cast(out_dtype)
+    if (out_dtype := x.dtype) is not y.dtype:  # (the same dtype, as nearly always: no promotion to work out, no cast)
+      out_dtype = least_upper_dtype(out_dtype, y.dtype)
+      x, y = x.cast(out_dtype), y.cast(out_dtype)
     shape = _broadcast_shape(x.shape, y.shape)
     return x._broadcast_to(shape), y._broadcast_to(shape)
 
@@ -1205,7 +1206,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
 
   def cast(self, dtype: DType | str) -> Tensor:
     dtype = to_dtype(dtype)
-    return self if self.dtype == dtype else F.Cast.apply(self, dtype=dtype)  # type: ignore[no-any-return]
+    return self if (own := self.dtype) is dtype or own == dtype else F.Cast.apply(self, dtype=dtype)  # type: ignore[no-any-return]
 
   def bitcast(self, dtype: DType | str) -> Tensor:
     dtype = to_dtype(dtype)

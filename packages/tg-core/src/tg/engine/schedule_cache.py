@@ -112,6 +112,20 @@ def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] |
   return (tuple(parts), tuple([(number[o._base or o], o.st) for o in outs]), config), nodes
 
 
+_asts: dict[LazyOp, LazyOp] = {}
+
+
+def _interned(ast: LazyOp) -> LazyOp:
+  """One AST object for all equal ones in plans. The kernel cache finds a kernel by its AST: an equal AST that is
+  another object is compared node by node (two same-shaped Adam updates in one step alternated, and each lookup walked
+  the whole AST), the same object at once."""
+  if (got := _asts.get(ast)) is None:
+    if len(_asts) >= 4 * MAX_PLANS:
+      _asts.clear()
+    got = _asts[ast] = ast
+  return got
+
+
 def lookup(key: Hashable) -> Plan | None:
   return _plans.get(key)
 
@@ -133,7 +147,7 @@ def record(key: Hashable, nodes: list[LazyBuffer], items: Sequence[tuple[LazyOp,
       owner[id(bufs[0])] = -1 - len(temps)
       temps.append((bufs[0].device, bufs[0].size, bufs[0].dtype))
   try:
-    plan = Plan(tuple((ast, tuple(owner[id(buf)] for buf in bufs)) for ast, bufs, var_vals in items if not var_vals),
+    plan = Plan(tuple((_interned(ast), tuple(owner[id(buf)] for buf in bufs)) for ast, bufs, var_vals in items if not var_vals),
                 tuple(number[b] for b in bases),
                 tuple((pos, number[ref()], None if kept is None else owner[id(kept)], view) for pos, ref, kept, view in olds),  # type: ignore[index]
                 tuple(temps))
