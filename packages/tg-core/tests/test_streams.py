@@ -138,6 +138,48 @@ def test_a_failing_kernel_leaves_nothing_that_looks_computed(devs: tuple[str, st
   np.testing.assert_allclose(outs[2].numpy(), a.max(), rtol=1e-6)
 
 
+def test_a_failed_allocation_leaves_nothing_that_looks_computed(devs: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+  """A MemoryError while this thread allocates an item's buffers (the items handed out before it run or not)."""
+  from tg.device import Buffer
+  a = rng.standard_normal((16, 8), dtype=np.float32)
+  t = Tensor(a).shard(devs, axis=0).realize()
+  outs = [(t * 2 + 1).exp(), (t - 1).sum(axis=0)]
+  orig, calls = Buffer.allocate, [0]
+
+  def failing(self: Any, *args: Any, **kwargs: Any) -> Any:
+    if self.device == devs[1]:
+      calls[0] += 1
+      if calls[0] == 2:
+        raise MemoryError("injected allocation failure")
+    return orig(self, *args, **kwargs)
+  monkeypatch.setattr(Buffer, "allocate", failing)
+  with pytest.raises(MemoryError, match="injected"):
+    Tensor.realize_all(*outs)
+  monkeypatch.setattr(Buffer, "allocate", orig)
+  np.testing.assert_allclose(outs[0].numpy(), np.exp(a * 2 + 1), rtol=1e-5)
+  np.testing.assert_allclose(outs[1].numpy(), (a - 1).sum(axis=0), rtol=1e-5, atol=1e-5)
+
+
+def test_two_threads_realizing_sharded_work_at_once(devs: tuple[str, str]) -> None:
+  """Each thread's run waits for the other's (no deadlock between their jobs in the streams), and both are right."""
+  a = rng.standard_normal((32, 16), dtype=np.float32)
+  results: dict[int, list[np.ndarray]] = {}
+
+  def work(k: int) -> None:
+    t = Tensor(a * (k + 1)).shard(devs, axis=0).realize()
+    results[k] = [((t @ Tensor(a.T * 1.0).shard(devs)) + t.sum()).numpy() for _ in range(5)]
+  threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+  for th in threads:
+    th.start()
+  for th in threads:
+    th.join(timeout=120)
+  assert not any(th.is_alive() for th in threads), "a thread hangs"
+  for k in range(2):
+    want = (a * (k + 1)) @ a.T + (a * (k + 1)).sum()
+    for got in results[k]:
+      np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
 def test_an_in_place_step_interrupted_is_applied_once(devs: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
   """A failure on one instance during an in-place update of a sharded tensor: each part is updated exactly once, whether
   its kernel ran before the failure or after it (as what was left to do)."""

@@ -130,8 +130,8 @@ _streams_lock = threading.Lock()
 
 
 def _reset_after_fork() -> None:
-  global _streams, _streams_lock
-  _streams, _streams_lock = {}, threading.Lock()  # a forked child has none of its parent's threads
+  global _streams, _streams_lock, _one_run
+  _streams, _streams_lock, _one_run = {}, threading.Lock(), threading.Lock()  # a forked child has none of its parent's threads
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
@@ -211,6 +211,17 @@ def run_jobs(items: Sequence[Any], device: Callable[[Any], str], prepare: Callab
   """Run `items` side by side on their devices' streams: `prepare(item)` (on this thread, in order: compiling,
   allocating) gives its outputs, inputs and what launches it; `finish(item)` is called here for each item that ran,
   in order, once all have ended. Raises what this thread raised while preparing, else the first item's error."""
+  with _one_run:
+    _run_jobs(items, device, prepare, finish)
+
+
+# one run at a time hands out jobs: two threads realizing at once could each leave a job waiting, in one stream, behind
+# a job of the other's that waits for one of its own queued behind it in another stream (a deadlock)
+_one_run = threading.Lock()
+
+
+def _run_jobs(items: Sequence[Any], device: Callable[[Any], str], prepare: Callable[[Any], tuple[Sequence[Buffer], Sequence[Buffer],
+              Callable[[], object]]], finish: Callable[[Any], None]) -> None:
   d = Dispatch(list(dict.fromkeys(device(it) for it in items)))
   handed: list[tuple[Any, Job]] = []
   switch = sys.getswitchinterval()
