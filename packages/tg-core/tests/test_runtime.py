@@ -267,3 +267,70 @@ def test_run_split_after_an_interrupted_launch(monkeypatch: pytest.MonkeyPatch) 
   parts.clear()
   cpu.run_split(lambda start, end: parts.append((start, end)), 10)
   assert sorted(parts) == [(0, 5), (5, 10)]
+
+
+# ---------- copies between devices: a direct path, or through host memory (Allocator.transfer) ----------
+
+def test_host_to_host_copies_take_the_direct_path(monkeypatch: pytest.MonkeyPatch) -> None:
+  """Between two instances with host memory (and from a DISK file) one memcpy, no copy out to a temporary."""
+  dev = Device.DEFAULT
+  if not isinstance(Device[dev].allocator, HostAllocator):
+    pytest.skip("the test device's buffers are not host memory")
+  used: list[str] = []
+  orig_transfer, orig_copyout = HostAllocator.transfer, HostAllocator.copyout
+
+  def transfer(self: HostAllocator, *args: object) -> bool:
+    ok = orig_transfer(self, *args)  # type: ignore[arg-type]
+    used.append("transfer" if ok else "no path")
+    return ok
+
+  def copyout(self: HostAllocator, *args: object) -> None:
+    used.append("copyout")
+    orig_copyout(self, *args)  # type: ignore[arg-type]
+  monkeypatch.setattr(HostAllocator, "transfer", transfer)
+  monkeypatch.setattr(HostAllocator, "copyout", copyout)
+  a = np.arange(24, dtype=np.float32).reshape(4, 6)
+  moved = (Tensor(a, device=dev) * 2).to(f"{dev}:1").realize()
+  assert used == ["transfer"]
+  np.testing.assert_array_equal(moved.numpy(), a * 2)
+  back = (moved[1:3] + 1).to(dev).realize()  # a slice, copied back
+  np.testing.assert_array_equal(back.numpy(), a[1:3] * 2 + 1)
+  assert used.count("transfer") == 2
+
+
+def test_a_copy_without_a_direct_path_goes_through_host_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+  dev = Device.DEFAULT
+  if not isinstance(Device[dev].allocator, HostAllocator):
+    pytest.skip("the test device's buffers are not host memory")
+  monkeypatch.setattr(HostAllocator, "transfer", lambda self, dest, src_allocator, src, nbytes: False)
+  a = np.arange(10, dtype=np.int32)
+  np.testing.assert_array_equal((Tensor(a, device=dev) + 1).to(f"{dev}:1").numpy(), a + 1)
+  empty = Tensor(np.zeros((0, 3), np.float32), device=dev).to(f"{dev}:1")
+  assert empty.numpy().shape == (0, 3)
+
+
+def test_disk_to_device_copies_directly(tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> None:
+  """Loading from a file (a DISK tensor's slice) into a host-memory device: one copy, from the mapping."""
+  dev = Device.DEFAULT
+  if not isinstance(Device[dev].allocator, HostAllocator):
+    pytest.skip("the test device's buffers are not host memory")
+  from tg.nn.state import safe_load, safe_save
+  a = np.arange(64, dtype=np.float32)
+  path = os.path.join(os.fspath(tmp_path), "weights.safetensors")
+  safe_save({"w": Tensor(a, device=dev), "b": Tensor(a[:5] * 2, device=dev)}, path)
+  with open(path, "rb") as f:
+    saved = f.read()
+  calls: list[bool] = []
+  orig = HostAllocator.transfer
+
+  def transfer(self: HostAllocator, *args: object) -> bool:
+    calls.append(ok := orig(self, *args))  # type: ignore[arg-type]
+    return ok
+  monkeypatch.setattr(HostAllocator, "transfer", transfer)
+  loaded = safe_load(path)
+  np.testing.assert_array_equal(loaded["w"].to(dev).numpy(), a)
+  np.testing.assert_array_equal(loaded["b"].to(dev).numpy(), a[:5] * 2)
+  np.testing.assert_array_equal(loaded["w"][8:24].to(dev).numpy(), a[8:24])  # a slice of the mapping
+  assert calls == [True, True, True]
+  with open(path, "rb") as f:
+    assert f.read() == saved  # the file is untouched

@@ -43,6 +43,13 @@ class Allocator:
     Devices that can't run kernels need it to copy out part of a buffer (a tensor slice)."""
     raise NotImplementedError(f"{type(self).__name__} has no buffer views")
 
+  def transfer(self, dest: Any, src_allocator: Allocator, src: Any, nbytes: int) -> bool:
+    """Optional: copy `nbytes` from `src`, a buffer of another device's `src_allocator`, into `dest` by a direct path
+    (host memory to host memory, a GPU's peer copy), and say True; False (the default) when there is none from that
+    allocator, and tg copies through host memory instead (`copyout` into a host buffer, then `copyin`). tg has called
+    the source device's `synchronize` first."""
+    return False
+
 
 class LRUAllocator(Allocator):
   """Keeps freed buffers by (size, options) and hands them out again: device allocations are slow."""
@@ -131,6 +138,14 @@ class HostAllocator(LRUAllocator):
 
   def view(self, opaque: Any, byte_offset: int, size: int) -> Any:
     return memoryview(opaque).cast("B")[byte_offset:byte_offset + size]
+
+  def transfer(self, dest: Any, src_allocator: Allocator, src: Any, nbytes: int) -> bool:
+    """Host memory to host memory (another CPU device instance, a file DISK maps): one copy, not two through a
+    temporary buffer."""
+    if not isinstance(src_allocator, HostAllocator):
+      return False
+    memoryview(dest).cast("B")[:nbytes] = memoryview(src).cast("B")[:nbytes]
+    return True
 
 
 class Compiler:
