@@ -41,6 +41,19 @@ def _threads_of_launches(monkeypatch: pytest.MonkeyPatch) -> dict[str, set[str]]
   return seen
 
 
+def _fail_first_kernel_on(device: str, error: BaseException, monkeypatch: pytest.MonkeyPatch) -> None:
+  """The next program run on `device` raises `error`; the others run."""
+  orig, calls = realize.CompiledRunner.__call__, [0]
+
+  def failing(self: Any, *args: Any, **kwargs: Any) -> Any:
+    if self.device == device:
+      calls[0] += 1
+      if calls[0] == 1:
+        raise error
+    return orig(self, *args, **kwargs)
+  monkeypatch.setattr(realize.CompiledRunner, "__call__", failing)
+
+
 def test_each_instance_runs_on_its_own_thread(devs: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
   seen = _threads_of_launches(monkeypatch)
   a, b = rng.standard_normal((64, 32), dtype=np.float32), rng.standard_normal((32, 16), dtype=np.float32)
@@ -120,17 +133,9 @@ def test_a_failing_kernel_leaves_nothing_that_looks_computed(devs: tuple[str, st
   """One instance's kernel raises: the error reaches the caller once the other instance's work ended, and every tensor
   reads right afterwards (what didn't run is computed then)."""
   a = rng.standard_normal((16, 8), dtype=np.float32)
-  orig, calls = realize.CompiledRunner.__call__, [0]
-
-  def failing(self: Any, *args: Any, **kwargs: Any) -> Any:
-    if self.device == devs[1]:
-      calls[0] += 1
-      if calls[0] == 1:
-        raise MemoryError("injected on the second instance")
-    return orig(self, *args, **kwargs)
   t = Tensor(a).shard(devs, axis=0).realize()
   outs = [(t * 2 + 1).exp(), (t - 1).sum(axis=1), t.max()]
-  monkeypatch.setattr(realize.CompiledRunner, "__call__", failing)
+  _fail_first_kernel_on(devs[1], MemoryError("injected on the second instance"), monkeypatch)
   with pytest.raises(MemoryError, match="injected"):
     Tensor.realize_all(*outs)
   np.testing.assert_allclose(outs[0].numpy(), np.exp(a * 2 + 1), rtol=1e-5)
@@ -185,15 +190,7 @@ def test_an_in_place_step_interrupted_is_applied_once(devs: tuple[str, str], mon
   its kernel ran before the failure or after it (as what was left to do)."""
   a = rng.standard_normal((8, 4), dtype=np.float32)
   w = Tensor(a).shard(devs, axis=0).realize()
-  orig, calls = realize.CompiledRunner.__call__, [0]
-
-  def failing(self: Any, *args: Any, **kwargs: Any) -> Any:
-    if self.device == devs[0]:
-      calls[0] += 1
-      if calls[0] == 1:
-        raise RuntimeError("injected")
-    return orig(self, *args, **kwargs)
-  monkeypatch.setattr(realize.CompiledRunner, "__call__", failing)
+  _fail_first_kernel_on(devs[0], RuntimeError("injected"), monkeypatch)
   w.assign(w * 2 + 1)
   with pytest.raises(RuntimeError, match="injected"):
     w.realize()
