@@ -149,10 +149,6 @@ def host_cores(device: str) -> bool:
   return bool(Device[device].spec.host_cores)
 
 
-def devices_of(bufs: Sequence[Buffer]) -> set[str]:
-  return {b.device for b in bufs}
-
-
 def several_cpu_instances(devices: set[str]) -> bool:
   """Whether `devices` are two or more instances that could run side by side (their kernels on this machine's cores)."""
   return STREAMS.value > 0 and len(devices) >= 2 and all(host_cores(d) for d in devices)
@@ -208,8 +204,8 @@ def first_error(jobs: Sequence[Job]) -> BaseException | None:
 
 def run_jobs(items: Sequence[Any], device: Callable[[Any], str], prepare: Callable[[Any], tuple[Sequence[Buffer], Sequence[Buffer],
              Callable[[], object]]], finish: Callable[[Any], None]) -> None:
-  """Run `items` side by side on their devices' streams: `prepare(item)` (on this thread, in order: compiling,
-  allocating) gives its outputs, inputs and what launches it; `finish(item)` is called here for each item that ran,
+  """Run `items` side by side on their devices' streams: `prepare(item)` (on this thread, in order: allocating its
+  buffers) gives its outputs, inputs and what launches it; `finish(item)` is called here for each item that ran,
   in order, once all have ended. Raises what this thread raised while preparing, else the first item's error."""
   with _one_run:
     _run_jobs(items, device, prepare, finish)
