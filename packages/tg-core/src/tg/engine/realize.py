@@ -162,13 +162,11 @@ def run_kernel(prg: Runner, bufs: list[Buffer], var_vals: dict[Variable, int]) -
   if profiling:
     profile.record(prg.display_name, prg.device, st, et if et is not None else time.perf_counter() - st,
                    {"bufs": len(bufs), "ops": str(prg.op_estimate), "mem": str(prg.mem_estimate)})
-  op_estimate, mem_estimate = sym_infer(prg.op_estimate, var_vals), sym_infer(prg.mem_estimate, var_vals)
-  GlobalCounters.kernel_count += prg.n_kernels
-  GlobalCounters.global_ops += op_estimate
-  GlobalCounters.global_mem += mem_estimate
+  count(prg, var_vals)
   if et is not None:
     GlobalCounters.time_sum_s += et
   if DEBUG >= 2:
+    op_estimate, mem_estimate = sym_infer(prg.op_estimate, var_vals), sym_infer(prg.mem_estimate, var_vals)
     ptm = colored(f"{et * 1e3:9.3f}ms", "yellow") if et is not None and et > 0.01 else f"{(et or 0) * 1e6:9.2f}us"
     gflops = op_estimate / (et or 1e-9) * 1e-9
     gbs = mem_estimate / (et or 1e-9) * 1e-9
