@@ -160,3 +160,30 @@ def test_cpu_heuristics_vectorize_a_packed_conv_along_output_channels(monkeypatc
   assert vec is not None and k.full_shape[vec] == width
   torch_out = torch.nn.functional.conv2d(torch.tensor(x_np), torch.tensor(w_np), padding=1).numpy()
   np.testing.assert_allclose(x.conv2d(w, padding=1).numpy(), torch_out, rtol=1e-4, atol=1e-4)
+
+
+def test_cpu_heuristics_copy_b_into_panels_in_runs_of_its_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+  """B's packing copy reads READ_RUN_BYTES of each row per iteration (several neighbouring panels), not one panel's
+  vector per row: the panel axis is upcast on top of the vector. A plain transpose, whose vectors gather down a
+  column, gets no such upcast. The numbers are the same either way."""
+  from tg.codegen.heuristics.cpu import READ_RUN_BYTES
+  from tg.codegen.kernel import Kernel, OptOps
+  from tg.dtype import dtypes
+  renderer = Device[Device.DEFAULT].renderer
+  width = renderer.vector_width(dtypes.float32)
+  if renderer.global_ids or width < 4:
+    pytest.skip(f"{Device.DEFAULT} gets the workgroup heuristics or has no float vectors")
+  monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS", 0)
+  monkeypatch.setattr(renderer, "matmul_panel", width)
+  monkeypatch.setattr(renderer, "matmul_panel_rows", width)
+  a_np = rng.standard_normal((2 * width, 24)).astype(np.float32)
+  b_np = rng.standard_normal((24, 16 * width)).astype(np.float32)
+  a, b = Tensor(a_np).realize(), Tensor(b_np).realize()
+  copies = [si for si in create_schedule([(a @ b).lazydata]) if si.ast.op.name == "STORE" and si.ast.src[0].op.name == "LOAD"]
+  b_copy = next(si for si in copies if si.inputs[0] is b.lazydata.base.buffer)
+  upcasts = [o.amt for o in Kernel(b_copy.ast, renderer).hand_coded_optimizations().applied_opts if o.op is OptOps.UPCAST]
+  assert upcasts == [width, READ_RUN_BYTES // (4 * width)], upcasts
+  t = Tensor(rng.standard_normal((16 * width, 24)).astype(np.float32)).realize()
+  transpose = create_schedule([t.T.contiguous().lazydata])[-1]
+  assert [o.amt for o in Kernel(transpose.ast, renderer).hand_coded_optimizations().applied_opts] == [width]
+  np.testing.assert_allclose((a @ b).numpy(), a_np @ b_np, rtol=1e-4, atol=1e-4)

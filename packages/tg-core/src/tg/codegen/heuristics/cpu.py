@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from tg.codegen.heuristics import try_opt
 from tg.codegen.kernel import Kernel, Opt, OptOps
-from tg.codegen.lowerer import ACC_CHAINS, GLOBAL, REDUCE, kernel_stores
+from tg.codegen.lowerer import ACC_CHAINS, GLOBAL, REDUCE, UPCAST, kernel_stores
 from tg.helpers import prod
 from tg.ops import BufferOps
 from tg.renderer import Renderer
@@ -124,6 +124,7 @@ def cpu_opts(k: Kernel) -> Kernel:
     # exp2 is expanded into vector arithmetic: 36 -> 21.5 ms with 16 lanes instead of 4; the relu chain 4.7 -> 3.0 ms)
     width = min((k.renderer.vector_width(s.arg.dtype) for s in kernel_stores(k.ast)), default=1)
     any(try_opt(k, Opt(OptOps.UPCAST, globals_[-1], amt)) for amt in dict.fromkeys((max(width, 4), 4)))
+    read_rows_in_runs(k)
   return k
 
 
@@ -286,6 +287,37 @@ def plain_reduce(k: Kernel, r: int, globals_: list[int]) -> None:
     try_opt(k, Opt(OptOps.UNROLL, r, copies))
   if outputs > 1:  # last: an UPCAST adds an axis before the reduce axes, which moves `r`
     any(try_opt(k, Opt(OptOps.UPCAST, globals_[-1], amt)) for amt in _halvings(outputs))
+
+
+# bytes of one input row that an iteration of a copy across rows reads (see read_rows_in_runs): four cache lines.
+# Measured on the 1024 matmul's B packed into panels of 16 floats (AVX-512, two threads, right after the matmul it
+# feeds, so B comes from memory): 64 bytes per row (one panel) 0.47-0.62 ms, 256 bytes 0.30-0.37 ms, 512 bytes 0.30-0.33
+READ_RUN_BYTES = 256
+
+
+def read_rows_in_runs(k: Kernel) -> None:
+  """An elementwise kernel that reads an input across its rows: each iteration of the innermost loop reads one vector
+  of a row and the next iteration a vector of another row, far away (a matmul's B copied into panels of columns: 64
+  bytes of a row, then of the row 4 KB further). Every read is then a new cache line and often a new page, with
+  nothing for the prefetcher to follow. When an outer output axis steps along the same row by exactly the vector's
+  extent (the next panel), upcast it: an iteration reads READ_RUN_BYTES of each row in one sequential run and writes
+  as many vectors to as many panels."""
+  shape = k.full_shape
+  vector = [i for i, kind in enumerate(k.kinds) if kind == UPCAST]
+  loops = [i for i, kind in enumerate(k.kinds) if kind == GLOBAL and isinstance(shape[i], int) and shape[i] > 1]
+  if len(vector) != 1 or len(loops) < 2 or not isinstance(run := shape[vector[0]], int):
+    return
+  for op in k.ast.lazyops():
+    if op.op is not BufferOps.LOAD:
+      continue
+    strides = op.arg.st.real_strides()
+    # a vector of a row: contiguous along the vector, and the inner loop moves elsewhere (not along the row, not nowhere)
+    if strides[vector[0]] != 1 or strides[loops[-1]] in (None, 0, run):
+      continue
+    amt = READ_RUN_BYTES // (run * op.arg.dtype.itemsize)
+    for axis in loops[:-1]:
+      if strides[axis] == run and any(try_opt(k, Opt(OptOps.UPCAST, axis, a)) for a in _halvings(amt)):
+        return
 
 
 def full_vectors(k: Kernel, axis: int, width: int) -> bool:
