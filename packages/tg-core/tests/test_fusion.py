@@ -214,3 +214,95 @@ def test_random_reduction_graphs_merge_kernels_without_changing_numbers(seed: in
   Tensor.realize_all(*outs)
   for t, k in zip(outs, picks):
     np.testing.assert_allclose(t.numpy(), x_np[k], rtol=2e-4, atol=2e-4)
+
+
+def _stores(sched: list) -> list[int]:
+  """The number of outputs of each kernel in a schedule."""
+  from tg.ops import MetaOps
+  return sorted(len(si.ast.src) if si.ast.op is MetaOps.SINK else 1 for si in sched if si.ast.op is not MetaOps.COPY)
+
+
+@pytest.mark.parametrize("name,nests", [("Adam", True), ("AdamW", True), ("LAMB", False), ("SGD", False)])
+def test_optimizer_state_is_stored_by_the_parameter_update_kernel(name: str, nests: bool) -> None:
+  """Adam's moments' assigns are computed in the kernel of the parameter update that reads their new values
+  (NEST_ASSIGN): one kernel of three outputs (p, m, v) per parameter, the numbers bit for bit those of separate
+  kernels. LAMB's update needs the norms of the new moments (reductions: kernels of their own between the moments and
+  the update), and SGD's momentum buffer is computed in the kernel of the gradient's reduction: neither nests."""
+  import tg.nn.optim
+  from tg.helpers import Context
+  def make(ps: list[Tensor]) -> tg.nn.optim.Optimizer:
+    return tg.nn.optim.SGD(ps, lr=0.1, momentum=0.9) if name == "SGD" else getattr(tg.nn.optim, name)(ps, lr=0.01)
+  x_np = rng.standard_normal((8, 16)).astype(np.float32)
+  results = {}
+  for nest in (1, 0):
+    with Context(NEST_ASSIGN=nest):
+      Tensor.manual_seed(3)
+      layer = Linear(16, 4)
+      opt = make(get_parameters(layer))
+      Tensor.realize_all(*get_parameters(layer))  # (a parameter never realized is no assign: its first value is computed)
+      x = Tensor(x_np).realize()
+      outputs = []
+      for step in range(3):
+        opt.zero_grad()
+        with Tensor.train():
+          layer(x).relu().sum().backward()
+          targets = opt.schedule_step()
+          if step == 0:
+            sched = create_schedule([t.lazydata for t in targets])
+            outputs = _stores(sched)
+            run_schedule(sched)
+          else:
+            Tensor.realize_all(*targets)
+      results[nest] = (outputs, [p.numpy() for p in get_parameters(layer)])
+  if nests:  # weight and bias: each one kernel of all three outputs, two kernels fewer each
+    assert results[1][0].count(3) == 2 and len(results[0][0]) == len(results[1][0]) + 4, results
+  else:
+    assert results[1][0] == results[0][0]
+  assert results[0][0].count(3) == 0
+  for nested, apart in zip(results[1][1], results[0][1]):
+    np.testing.assert_array_equal(nested, apart)
+
+
+def test_assigns_are_not_nested_when_an_element_is_read_elsewhere() -> None:
+  """One iteration of a nested kernel reads and writes one element of each written buffer: an assign whose new or old
+  value is read at other elements (through a flip), or whose old value another kernel still reads, keeps a kernel of
+  its own, and every number is right."""
+  def fresh() -> tuple[np.ndarray, Tensor, Tensor]:
+    x_np = np.arange(1, 9, dtype=np.float32)
+    return x_np, Tensor(x_np).realize(), Tensor(x_np * 10).realize()
+  # the parameter reads the moment's new value flipped
+  x_np, x, m = fresh()
+  m.assign(m + x)
+  x.assign(x - m.flip(0))
+  sched = create_schedule([x.lazydata, m.lazydata])
+  assert _stores(sched) == [1, 1]
+  run_schedule(sched)
+  np.testing.assert_array_equal(m.numpy(), x_np * 11)
+  np.testing.assert_array_equal(x.numpy(), x_np - (x_np * 11)[::-1])
+  # the moment's value reads the parameter's old value flipped
+  x_np, x, m = fresh()
+  m.assign(m + x.flip(0))
+  x.assign(x - m)
+  sched = create_schedule([x.lazydata, m.lazydata])
+  assert _stores(sched) == [1, 1]
+  run_schedule(sched)
+  np.testing.assert_array_equal(m.numpy(), x_np * 10 + x_np[::-1])
+  np.testing.assert_array_equal(x.numpy(), x_np - (x_np * 10 + x_np[::-1]))
+  # another kernel reads the moment's old value
+  x_np, x, m = fresh()
+  old_sum = m.sum()
+  m.assign(m + x)
+  x.assign(x - m)
+  Tensor.realize_all(old_sum, x, m)
+  assert old_sum.item() == (x_np * 10).sum()
+  np.testing.assert_array_equal(m.numpy(), x_np * 11)
+  np.testing.assert_array_equal(x.numpy(), x_np - x_np * 11)
+  # element for element, the same pair nests
+  x_np, x, m = fresh()
+  m.assign(m * 0.5 + x)
+  x.assign(x - m)
+  sched = create_schedule([x.lazydata, m.lazydata])
+  assert _stores(sched) == [2]
+  run_schedule(sched)
+  np.testing.assert_array_equal(m.numpy(), x_np * 5 + x_np)
+  np.testing.assert_array_equal(x.numpy(), x_np - (x_np * 5 + x_np))

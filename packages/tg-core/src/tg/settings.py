@@ -173,6 +173,8 @@ CAPTURING = Setting("CAPTURING", 1, "0 (in a `Context`): kernels run inside are 
 FUSE_REDUCE = Setting("FUSE_REDUCE", 1, "0: don't fuse a reduction into the kernel of its elementwise user")
 NEST_REDUCE = Setting("NEST_REDUCE", 1, "0: don't compute a reduction inside the kernel of another that reads it (softmax's max, a variance's mean) "
                       "or of a sibling over the same input")
+NEST_ASSIGN = Setting("NEST_ASSIGN", 1, "0: don't compute a whole elementwise assign inside the kernel of another assign that reads its new value "
+                      "(an optimizer's moments in the kernel of the parameter update)")
 SCHEDULE_CACHE = Setting("SCHEDULE_CACHE", 1, "0: schedule every graph afresh (by default a graph with the structure of one scheduled before reuses "
                          "its plan: same kernels, its own buffers; graphs with symbolic shapes are always scheduled afresh)")
 NO_MEMORY_PLANNER = Setting("NO_MEMORY_PLANNER", 0, "1: every intermediate buffer of a schedule or TinyJit capture gets memory of its own (no reuse)")

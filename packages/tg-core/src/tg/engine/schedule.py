@@ -24,7 +24,7 @@ from tg.helpers import prod
 from tg.interrupts import hold_sigint
 from tg.lazy import LazyBuffer, add_reader, live_readers, pack_candidates
 from tg.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, MetaOps, ReduceOps, TernaryOps, UnaryOps
-from tg.settings import FUSE_REDUCE, GRAPH, NEST_REDUCE
+from tg.settings import FUSE_REDUCE, GRAPH, NEST_ASSIGN, NEST_REDUCE
 from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import Variable
 
@@ -147,7 +147,9 @@ def _needs_realize(outs: list[LazyBuffer]) -> tuple[list[LazyBuffer], dict[LazyB
   seen: set[LazyBuffer] = set()
   for b in realize:
     _place(b, seen, realize, order)
-  return list(order), fused, {**_nest_reductions(realize, fused), **siblings}
+  nested = {**_nest_reductions(realize, fused), **siblings}
+  nested.update(_nest_assigns(realize, fused, nested, children))
+  return list(order), fused, nested
 
 
 def _assign_chain(r: LazyBuffer, consumer: LazyBuffer, view: LazyBuffer, children: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]],
@@ -251,6 +253,92 @@ def _nest_reductions(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, La
         if not _acyclic(realize, nested, reach):
           del nested[other]
   return nested
+
+
+def _nest_assigns(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, LazyBuffer], nested: dict[LazyBuffer, LazyBuffer],
+                  children: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]]) -> dict[LazyBuffer, LazyBuffer]:
+  """Whole elementwise assigns computed in the kernel of another whole elementwise assign that reads their new values
+  element for element: inner -> outer. An optimizer step is the case: Adam's m.assign(b1 * m + (1 - b1) * g) and
+  v.assign(...) are read by p.assign(p - lr * m / (v.sqrt() + eps)), so p's kernel computes the new m and v itself
+  (inlined, as any elementwise source) and stores them too: one kernel of three outputs instead of three kernels, with
+  m and v read and written once.
+
+  Each element is then read and written by the same iteration, so nothing may read a written buffer at another element:
+  every read of the inner's new value, and of any buffer the group overwrites, is element for element. The inner's old
+  value has no reader outside its own assign (else that reader would have to run before the whole group). One level
+  deep, and only while the kernels stay acyclic."""
+  if not NEST_ASSIGN.value:
+    return {}
+  out: dict[LazyBuffer, LazyBuffer] = {}
+  reach: dict[LazyBuffer, set[LazyBuffer]] = {}
+  taken = set(nested) | set(nested.values())
+  def plain(b: LazyBuffer) -> bool:  # a whole assign whose kernel is elementwise
+    return b.op is MetaOps.ASSIGN and b.arg is None and b not in fused and b not in taken
+  for k in [b for b in realize if plain(b)]:
+    if k in out:
+      continue
+    inners: dict[LazyBuffer, bool] = {}  # assign read by k's value -> every read of it is element for element
+    if not _inlined_reads(k.srcs[0], k, realize, inners) or not inners:
+      continue
+    group = {k}
+    for a, in_order in inners.items():
+      if not in_order or not plain(a) or a in out or a.shape != k.shape or a.device != k.device:
+        continue
+      old = a.srcs[1].base
+      readers: dict[LazyBuffer, bool] = {}
+      if any(c is not a and not _inside(c, a, realize) for c, _ in children.get(old, [])) or \
+         not _inlined_reads(a.srcs[0], a, realize, readers, written={k.buffer, *(g.buffer for g in group)}):
+        continue
+      if not _joins(group, a, realize, reach) or any(a in _reach(m, realize, reach) for m in group if m is not k):
+        continue
+      out[a] = k
+      if _acyclic(realize, {**nested, **out}, reach):
+        group.add(a)
+      else:
+        del out[a]
+    if len(group) > 1:
+      taken |= group
+  return out
+
+
+def _inlined_reads(value: LazyBuffer, owner: LazyBuffer, realize: dict[LazyBuffer, None], found: dict[LazyBuffer, bool],
+                   written: set[Buffer] | None = None) -> bool:
+  """Walk the part of `owner`'s kernel that `value` inlines. Every assign in `realize` it reads goes into `found`, with
+  whether each read is element for element. False when a buffer in `written` is read at another element (through
+  a view that isn't the identity)."""
+  stack: list[tuple[LazyBuffer, bool]] = [(value, True)]
+  seen: set[tuple[int, bool]] = set()
+  while stack:
+    x, in_order = stack.pop()
+    if (id(x), in_order) in seen:
+      continue
+    seen.add((id(x), in_order))
+    b = x.base
+    here = in_order and (x is b or (x.st.contiguous and x.shape == b.shape))
+    if b.op is MetaOps.CONST and b.realized is None:
+      continue
+    if b.realized is not None or b in realize:
+      if written is not None and not here and b.buffer in written:
+        return False
+      if b.op is MetaOps.ASSIGN and b in realize and b is not owner:
+        found[b] = found.get(b, True) and here and b.shape == owner.shape
+      continue
+    stack.extend((s, here) for s in b.srcs)
+  return True
+
+
+def _inside(c: LazyBuffer, a: LazyBuffer, realize: dict[LazyBuffer, None]) -> bool:
+  """Whether base `c` is part of the value that assign `a` inlines into its kernel."""
+  stack, seen = [a.srcs[0]], set()
+  while stack:
+    b = stack.pop().base
+    if b is c:
+      return True
+    if id(b) in seen or b.realized is not None or b in realize:
+      continue
+    seen.add(id(b))
+    stack.extend(b.srcs)
+  return False
 
 
 def _acyclic(realize: dict[LazyBuffer, None], nested: dict[LazyBuffer, LazyBuffer], reach: dict[LazyBuffer, set[LazyBuffer]]) -> bool:

@@ -24,7 +24,7 @@ from typing import Any
 from tg.dtype import DType
 from tg.lazy import LazyBuffer
 from tg.ops import LazyOp, MetaOps
-from tg.settings import FUSE_REDUCE, NEST_REDUCE, SCHEDULE_CACHE
+from tg.settings import FUSE_REDUCE, NEST_ASSIGN, NEST_REDUCE, SCHEDULE_CACHE
 from tg.shape.shapetracker import ShapeTracker
 from tg.shape.symbolic import Node
 
@@ -105,7 +105,7 @@ def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] |
       b._structure = part    # constant is one node read by every op with its value (LazyBuffer.operand)
     append(part)
   # the scheduler's switches are part of the key: a plan made under one doesn't hold under another
-  config = (FUSE_REDUCE.value, NEST_REDUCE.value)
+  config = (FUSE_REDUCE.value, NEST_REDUCE.value, NEST_ASSIGN.value)
   if len(outs) == 1:  # (an eager op: a comprehension is a function call)
     o = outs[0]
     return (tuple(parts), ((number[o._base or o], o.st),), config), nodes
