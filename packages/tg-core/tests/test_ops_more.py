@@ -1215,3 +1215,16 @@ def test_bad_axis_raises(fn):
 def test_out_of_range_index_raises(idx):
   with pytest.raises(IndexError):
     _ = Tensor.ones(3, 4)[idx]
+
+
+@pytest.mark.parametrize("n,pad", [(2, (0, 2)), (3, (1, 4)), (8, (0, 8)), (13, (3, 16))])
+def test_padded_bool_vectors(n, pad):
+  """A padded bool tensor: its vector loads are masked at the pad's edges (on clang a mask's lanes are 32-bit ints,
+  declared before the masked load sets them: this once failed to compile)."""
+  rng = np.random.default_rng(n)
+  x = rng.random(n) < 0.5
+  t = Tensor(x).realize()
+  np.testing.assert_array_equal(t.pad((pad,)).numpy(), np.pad(x, pad))
+  np.testing.assert_array_equal(t.reshape(1, n).reshape(n).pad((pad,)).numpy(), np.pad(x, pad))
+  np.testing.assert_array_equal((~t).pad((pad,)).numpy(), np.pad(~x, pad))
+  np.testing.assert_array_equal(t.pad((pad,)).where(1.0, 2.0).numpy(), np.where(np.pad(x, pad), 1.0, 2.0).astype(np.float32))

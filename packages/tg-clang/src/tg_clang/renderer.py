@@ -133,6 +133,10 @@ class ClangRenderer(CStyleLanguage):
       return f"(-__builtin_convertvector({raw}, {self.render_dtype(dtypes.int32.vec(dt.count))}))"
     return super().render_load(buf, idx, dt, buf_dt, local)
 
+  def render_load_dtype(self, dt: DType) -> str:
+    # a loaded mask has 32-bit lanes (render_load): declared with them, as __auto_type needs an initializer
+    return self.render_dtype(dtypes.int32.vec(dt.count)) if dt.count > 1 and dt.scalar() == dtypes.bool else self.render_dtype(dt)
+
   def render_store(self, buf: str, idx: str, value: str, dt: DType, buf_dt: PtrDType, local: bool = False) -> str:
     if dt.count > 1 and dt.scalar() == dtypes.bool:  # a mask (-1 true, whatever its lanes' width) -> bytes of 0 and 1
       u8 = dtypes.uint8.vec(dt.count)

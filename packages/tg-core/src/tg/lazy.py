@@ -55,23 +55,27 @@ def _reads_through_view(x: LazyBuffer, target: LazyBuffer) -> bool:
   """Whether the kernel computing x would read `target` other than element for element. Views compose on the way down:
   `(a + 1).T` reads `a` transposed although `a + 1` reads it in order. A reduction, or a value that gets a kernel of its
   own (contiguous, a copy), is computed before the assign runs, so what it reads doesn't count."""
-  seen: set[tuple[int, ShapeTracker]] = set()
+  buf, target_st = target.base.buffer, target.st
+  # a node read element for element (most of an optimizer's update: long elementwise chains) is keyed by itself alone:
+  # hashing a ShapeTracker per node cost more than the rest of the walk
+  seen: set[int | tuple[int, ShapeTracker]] = set()
   stack: list[tuple[LazyBuffer, ShapeTracker | None]] = [(x, None)]
   while stack:
     v, top = stack.pop()
-    st = v.st + top if top is not None else v.st
-    b = v.base
-    if (id(b), st) in seen:
+    b = v._base or v
+    plain = top is None and v is b
+    st = b.st if plain else v.st + top if top is not None else v.st
+    if (key := id(b) if plain else (id(b), st)) in seen:
       continue
-    seen.add((id(b), st))
-    if b.buffer is target.base.buffer:  # the target, or an earlier assign into the same memory
-      if st != target.st and not _same_where_valid(st, target.st):
+    seen.add(key)
+    if b.buffer is buf:  # the target, or an earlier assign into the same memory
+      if st != target_st and not _same_where_valid(st, target_st):
         return True
       continue
     if b.realized is None and not b.forced_realize and not isinstance(b.op, ReduceOps):
-      # b read element for element (an optimizer's update: a long elementwise chain) puts no view on top of its
-      # sources': composing with the identity cost a ShapeTracker add and simplify per node
-      under = None if st.contiguous and st.shape == b.shape else st
+      # b read element for element puts no view on top of its sources': composing with the identity cost a
+      # ShapeTracker add and simplify per node
+      under = None if plain or (st.contiguous and st.shape == b.shape) else st
       stack.extend((s, under) for s in b.srcs)
   return False
 

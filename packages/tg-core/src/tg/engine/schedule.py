@@ -13,6 +13,7 @@ are folded into the loads' ShapeTrackers.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import weakref
 from collections.abc import Hashable
@@ -35,7 +36,7 @@ class ScheduleItem:
   bufs: tuple[Buffer, ...]   # outputs first, then inputs in kernel argument order
   var_vals: dict[Variable, int] = field(default_factory=dict)  # values of the AST's symbolic sizes for this run
 
-  @property
+  @functools.cached_property  # (read several times per item as a schedule runs; it writes the instance's __dict__)
   def outputs(self) -> tuple[Buffer, ...]:
     return self.bufs[:len(self.ast.src) if self.ast.op is MetaOps.SINK else 1]
 
@@ -296,7 +297,10 @@ def _nest_assigns(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, LazyB
         group.add(a)
       else:
         del out[a]
-    if len(group) > 1:
+    if len(group) > 1 and not _inlined_reads(k.srcs[0], k, realize, {}, written={a.buffer for a in group if a is not k}):
+      for a in group - {k}:  # k reads an inner's buffer at another element (an older value of it, through a view)
+        del out[a]
+    elif len(group) > 1:
       taken |= group
   return out
 

@@ -127,6 +127,11 @@ class CStyleLanguage(Renderer):
     """One kernel parameter: the symbolic size `name` (a DEFINE_VAR: a 32-bit int, passed after the buffers)."""
     return f"{self.arg_int_prefix} {name}"
 
+  def render_load_dtype(self, dt: DType) -> str:
+    """The declared type of a loaded value of dtype `dt` (what render_load's expression has): a masked vector load is
+    declared before the statements that set it, so the type can't be inferred from an initializer."""
+    return self.render_dtype(dt)
+
   def render_masked_load(self, out: str, u: UOp, r: dict[UOp, str]) -> list[str]:
     """Statements that set `out` to the masked vector LOAD u: one vector load when every lane is valid (all but the
     edges of a padded image), else lane by lane, each reading only if its bool says so."""
@@ -231,7 +236,7 @@ class CStyleLanguage(Renderer):
         line(f"{self.render_dtype(dt or dtypes.int32)} {ssa('gidx', u)} = {self.render_special(u)}; /* {u.arg[2]} */")
       elif u.op is UOps.LOAD and len(u.src) == 4 and u.src[2].count > 1:
         assert dt is not None
-        line(f"{self.render_dtype(dt)} {ssa('val', u)};")
+        line(f"{self.render_load_dtype(dt)} {ssa('val', u)};")
         for s_ in self.render_masked_load(r[u], u, r):
           line(s_)
       elif u.op is UOps.LOAD:
