@@ -7,6 +7,9 @@ Kernels with enough work are split across CPU threads (tg.renderer.cpu decides w
 output loop runs over [tg_start, tg_end), two extra arguments, and the kernel exports `<name>_tg_outer`, the loop's
 full length, for the runtime to divide.
 
+A split kernel also exports `<name>_tg_slice(void** bufs, const int* vals, int start, int end)`, one signature for
+every kernel, which the runtime's C thread pool calls (tg_clang.pool).
+
 Built for another architecture (CPU_TARGET=aarch64 on an x86-64 host), a kernel also exports `tg_entry(void** bufs,
 const int* vals)`, which calls it with its arguments from two arrays (a split kernel over its whole outer loop): the
 harness under qemu (tg_clang.harness) calls every kernel through that one signature."""
@@ -20,6 +23,11 @@ from tg.renderer.cpu_target import cpu_target
 from tg.renderer.cstyle import CStyleLanguage
 
 ENTRY = "tg_entry"  # the cross-mode entry point (see the module's docstring; harness.c calls it)
+
+
+def slice_symbol(name: str) -> str:
+  """The function of split kernel `name` that the C thread pool calls: (void** bufs, const int* vals, int start, int end)."""
+  return f"{name}_tg_slice"
 LANE_MASK = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}  # a mask lane as wide as the data lane
 
 # double -> __fp16 in one correct rounding. clang compiles that cast to a call of __truncdfhf2, and the one it links
@@ -167,14 +175,16 @@ class ClangRenderer(CStyleLanguage):
     return super().render_loop(u, i, start, end)
 
   def render_kernel(self, name: str, kernel: list[str], bufs: list[tuple[str, PtrDType]], variables: list[str]) -> str:
+    args = [f"b[{i}]" for i in range(len(bufs))] + [f"v[{i}]" for i in range(len(variables))]
     if self._split is None:
       src = self._typedefs + super().render_kernel(name, kernel, bufs, variables)
     else:
       src = self._typedefs + f"const int {outer_symbol(name)} = {self._split.src[1].arg};\n" + \
         super().render_kernel(name, kernel, bufs, variables + [START, END])
+      # one signature for every split kernel, which the C thread pool calls (pool.py)
+      src += f"\nvoid {slice_symbol(name)}(void** b, const int* v, int s, int e) {{ {name}({', '.join(args + ['s', 'e'])}); }}\n"
     if not self.cpu_target.cross:
       return src
-    args = [f"b[{i}]" for i in range(len(bufs))] + [f"v[{i}]" for i in range(len(variables))]
     args += [] if self._split is None else ["0", outer_symbol(name)]
     return src + f"\nvoid {ENTRY}(void** b, const int* v) {{ {name}({', '.join(args)}); }}\n"
 

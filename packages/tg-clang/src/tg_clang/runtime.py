@@ -10,13 +10,18 @@ from typing import Any
 import cffi
 
 from tg.renderer.cpu import outer_symbol
-from tg.runtime.cpu import run_split
+from tg.runtime.cpu import run_split, thread_budget
+from tg.settings import CPU_THREADS
+from tg_clang import pool
 from tg_clang.harness import Harness
+from tg_clang.renderer import slice_symbol
 
 # cffi imports its C parser (pycparser) at the first FFI() and builds it at the first cdef. Both happen here, at
 # import, not in a kernel's first load: a Ctrl-C landing inside a first import leaves a half-made module behind
 # (pycparser without c_ast), and every kernel loaded after it would fail.
 cffi.FFI().cdef("void tg_clang_warmup(void);")
+
+C_POOL = True  # split kernels run on the C thread pool (pool.py); False: on tg.runtime.cpu's Python threads, as LLVM's do
 
 # a kernel's buffers are passed as `char[]` views of their memory (any FFI's char[] fits a `void*` parameter), made by
 # the backend's from_buffer itself: FFI.from_buffer is a Python wrapper around it, and an eager op makes one per buffer
@@ -48,6 +53,9 @@ class ClangProgram:
     n_ints = n_vals + (2 if self.outer is not None else 0)
     self.ffi.cdef(f"void {self.name}({', '.join(['void*'] * n_bufs + ['int'] * n_ints)});")
     self.fxn = getattr(self.lib, self.name)
+    if self.outer is not None:
+      self.ffi.cdef(f"void {slice_symbol(self.name)}(void**, const int*, int, int);")
+      self.slice_fn = self.ffi.cast("uintptr_t", self.ffi.addressof(self.lib, slice_symbol(self.name)))
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (), local_size: tuple[int, ...] = (),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
@@ -57,6 +65,8 @@ class ClangProgram:
     st = time.perf_counter() if wait else 0.0
     if self.outer is None:
       self.fxn(*args, *vals)
+    elif C_POOL and (n := min(CPU_THREADS.value, self.outer)) > 1 and thread_budget() is None:
+      pool.run(int(self.slice_fn), args, vals, self.outer, n)  # threads of C: see pool.py
     else:
       run_split(functools.partial(self.fxn, *args, *vals), self.outer)  # cffi releases the GIL while C runs
     return time.perf_counter() - st if wait else None

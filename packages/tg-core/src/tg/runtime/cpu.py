@@ -7,7 +7,9 @@ instances running side by side, engine/streams.py) splits its kernels over that 
 Each worker waits on a lock of its own, which the caller releases once the worker's slice is posted, and releases
 another when the slice is done: two lock operations per worker and launch. concurrent.futures (its queue, futures and
 condition variables) cost 2-3x that: launching a kernel that returns at once took 85 us with it and 51 us with the
-locks, and 280 and 133 us right after a gc.collect(); a 16M-float sum, 1.73 -> 1.60 ms (torch: 1.60).
+locks, and 280 and 133 us right after a gc.collect(); a 16M-float sum, 1.73 -> 1.60 ms (torch: 1.60). Each launch still
+wakes a Python thread and hands it the GIL (30-53 us on a 2-core VM): a device whose kernels are native code may run
+the slices on threads of its own outside Python, and leave only threads with a budget (thread_budget) to run_split.
 """
 from __future__ import annotations
 
@@ -88,6 +90,11 @@ def set_thread_budget(n: int | None) -> None:
   _local.budget = n
 
 
+def thread_budget() -> int | None:
+  """The threads a kernel split on this thread may use (set_thread_budget), None when it has no budget of its own."""
+  return getattr(_local, "budget", None)
+
+
 def own_workers() -> list[_Worker]:
   """The workers this thread's split kernels use when it has a budget (set_thread_budget)."""
   return _local.__dict__.setdefault("workers", [])
@@ -95,7 +102,7 @@ def own_workers() -> list[_Worker]:
 
 def run_split(fxn: Callable[[int, int], Any], outer: int) -> None:
   """Call fxn(start, end) once per slice of [0, outer), one slice per thread, and wait for all of them."""
-  budget = getattr(_local, "budget", None)
+  budget = thread_budget()
   parts = slices(outer, max(1, min(CPU_THREADS.value if budget is None else budget, outer)))
   if len(parts) == 1:
     fxn(*parts[0])
