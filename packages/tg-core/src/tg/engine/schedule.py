@@ -467,7 +467,8 @@ class _KernelBuilder:
     return ScheduleItem(ast, tuple(self.bufs), self.var_vals)
 
 
-_Found = tuple[Hashable, list[LazyBuffer]]  # a graph's structure and its bases as the structure numbers them
+# a graph's structure, its bases as the structure numbers them, and the values its Variables are bound to
+_Found = tuple[Hashable, list[LazyBuffer], dict[Variable, int]]
 
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
@@ -489,7 +490,7 @@ def lookup_plan(outs: list[LazyBuffer]) -> tuple[_Found | None, schedule_cache.P
 def schedule_found(outs: list[LazyBuffer], found: _Found | None, plan: schedule_cache.Plan | None) -> list[ScheduleItem]:
   """The schedule of `outs`, from lookup_plan's answer for them."""
   if found is not None and plan is not None:
-    return _from_plan(plan, found[1])
+    return _from_plan(plan, found[1], found[2])
   bases, fused, nested = _needs_realize(outs)
   realized = set(bases)
   items: dict[LazyBuffer, ScheduleItem] = {}
@@ -529,10 +530,12 @@ def schedule_found(outs: list[LazyBuffer], found: _Found | None, plan: schedule_
   return _finish(schedule, bases, olds)
 
 
-def _from_plan(plan: schedule_cache.Plan, nodes: list[LazyBuffer]) -> list[ScheduleItem]:
-  """The schedule of a graph whose structure was scheduled before: the plan's items over this graph's buffers."""
+def _from_plan(plan: schedule_cache.Plan, nodes: list[LazyBuffer], binds: dict[Variable, int]) -> list[ScheduleItem]:
+  """The schedule of a graph whose structure was scheduled before: the plan's items over this graph's buffers, with
+  the values this graph binds its Variables to."""
   temps = [Buffer(*spec) for spec in plan.temps]  # fresh each time, as the scheduler makes them
-  schedule = [ScheduleItem(ast, tuple(nodes[n].buffer if n >= 0 else temps[-1 - n] for n in bufs)) for ast, bufs in plan.items]
+  schedule = [ScheduleItem(ast, tuple(nodes[n].buffer if n >= 0 else temps[-1 - n] for n in bufs), {v: binds[v] for v in vs})
+              for ast, bufs, vs in plan.items]
   bases = [nodes[n] for n in plan.bases]
   olds = [(schedule[p], weakref.ref(nodes[n]), temps[-1 - k] if k is not None else None, view) for p, n, k, view in plan.olds]
   nodes.clear()  # the caller's reference to the list must not keep the old values alive either

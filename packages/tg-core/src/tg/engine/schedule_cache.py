@@ -8,9 +8,12 @@ ScheduleItems from the Plan: no graph walks, no kernel building, the same AST ob
 then found at once).
 
 The structure (see `structure`) is each base's op, arg, dtype, device and shape and the views it reads its sources
-through; for a realized base, its dtype, device and size and which other bases share its Buffer. Graphs with symbolic
-shapes or values are not cached: a bound Variable equals the same Variable bound to another value, so their
-structure can't tell two bindings apart. What depends on who holds a value from outside (an ASSIGN's old value, see
+through; for a realized base, its dtype, device and size and which other bases share its Buffer. A graph with
+symbolic shapes (a decode step's position) has the structure of every binding of its Variables (a bound Variable
+equals the same Variable bound to another value), and the values it is bound to now are collected beside it: the
+plan's kernels are over unbound Variables, and each item gets the values of the Variables its kernel uses. Not cached:
+an unbound Variable, one Variable bound to two values, a symbolic constant, and a symbolic plan with temporary buffers
+(their sizes would be the first binding's). What depends on who holds a value from outside (an ASSIGN's old value, see
 schedule._keep_old_values) is decided again on every call. SCHEDULE_CACHE=0 turns the cache off.
 """
 from __future__ import annotations
@@ -26,15 +29,16 @@ from tg.lazy import LazyBuffer
 from tg.ops import LazyOp, MetaOps
 from tg.settings import FUSE_REDUCE, NEST_ASSIGN, NEST_REDUCE, SCHEDULE_CACHE
 from tg.shape.shapetracker import ShapeTracker
-from tg.shape.symbolic import Node
+from tg.shape.symbolic import Node, Variable
 
 MAX_PLANS = 4096  # distinct structures kept (the oldest goes first): a model has a few per step
 
 
 @dataclass(frozen=True)
 class Plan:
-  items: tuple[tuple[LazyOp, tuple[int, ...]], ...]  # each ScheduleItem's AST and the numbers of the bases owning its buffers
-  # (a negative number -1-k: the k-th temporary, a buffer no base owns, e.g. a copy that keeps an old value for a reader)
+  items: tuple[tuple[LazyOp, tuple[int, ...], tuple[Variable, ...]], ...]  # each ScheduleItem's AST, the numbers of the bases
+  # owning its buffers (a negative number -1-k: the k-th temporary, a buffer no base owns, e.g. a copy that keeps an old
+  # value for a reader), and the Variables its kernel takes values of
   bases: tuple[int, ...]                              # the bases the schedule computes: their graphs are dropped
   olds: tuple[tuple[int, int, int | None, bool], ...]  # per ASSIGN: its item's position, the number of the old value's base and
                                                       # of the temporary that already holds a copy of it (or None), whether
@@ -45,25 +49,35 @@ class Plan:
   def eager(self) -> tuple[LazyOp, tuple[int, ...]] | None:
     """The item (AST, buffer numbers) of the one kernel that is all this plan does, with no in-place write and no
     temporary (an eager op's plan: engine/realize.py runs it without a ScheduleItem), else None."""
-    if len(self.items) != 1 or self.olds or self.temps or self.items[0][0].op in (MetaOps.COPY, MetaOps.EMPTY):
+    if len(self.items) != 1 or self.olds or self.temps or self.items[0][2] or self.items[0][0].op in (MetaOps.COPY, MetaOps.EMPTY):
       return None
-    return self.items[0]
+    return self.items[0][:2]
 
 
 _plans: dict[Hashable, Plan] = {}
 
 
-def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] | None:
-  """The structure of the graph that computes `outs`, and its bases in the order the structure numbers them (the
-  outputs' bases first, then each base's sources as they are first seen). None when it can't be cached."""
+def _bound(st: ShapeTracker, binds: dict[Variable, int]) -> bool:
+  """Note the values of st's Variables in binds; False when one is unbound or bound to another value there."""
+  for v in st.vars():
+    if (val := v.val) is None or binds.setdefault(v, val) != val:
+      return False
+  return True
+
+
+def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer], dict[Variable, int]] | None:
+  """The structure of the graph that computes `outs`, its bases in the order the structure numbers them (the
+  outputs' bases first, then each base's sources as they are first seen), and the values its Variables are bound to.
+  None when it can't be cached."""
   if not SCHEDULE_CACHE.value:
     return None
-  # this runs on every realize (an eager op is one), so it is written for speed: locals, no helper calls
+  # this runs on every realize (an eager op is one), so it is written for speed: locals, no helper calls on concrete graphs
   number: dict[LazyBuffer, int] = {}
   nodes: list[LazyBuffer] = []
   buffers: dict[int, int] = {}  # id(Buffer) -> its number: bases that share a Buffer (an ASSIGN and its target)
+  binds: dict[Variable, int] = {}
   for o in outs:
-    if not o.st.concrete:
+    if not o.st.concrete and not _bound(o.st, binds):
       return None
     if (ob := o._base or o) not in number:
       number[ob] = len(nodes)
@@ -82,13 +96,13 @@ def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] |
     # a Buffer of its own when it was built, which nothing else can hold (schedule._keep_old_values gives a leaf a new one)
     shared = buffers.setdefault(id(b.buffer), len(buffers)) if op is MetaOps.ASSIGN else -1
     arg = b.arg
-    if not b.st.concrete:
+    if not b.st.concrete and not _bound(b.st, binds):
       return None
     if arg is None:  # (most ops: an elementwise op has no arg)
       pass
     elif type(arg) is float:  # a float constant by its bits: -0.0 == 0.0 and nan != nan, but a kernel must keep the one it was given
       arg = arg.hex()
-    elif isinstance(arg, Node) or (isinstance(arg, ShapeTracker) and not arg.concrete):  # (an assign's view)
+    elif isinstance(arg, Node) or (isinstance(arg, ShapeTracker) and not arg.concrete and not _bound(arg, binds)):  # (an assign's view)
       return None
     srcs = []
     for s in b.srcs:
@@ -97,7 +111,7 @@ def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] |
         n = number[sb] = len(nodes)
         nodes.append(sb)
       st = s.st
-      if not st.concrete:
+      if not st.concrete and not _bound(st, binds):
         return None
       srcs.append((n, st))
     part = (op, arg, b.dtype, b.device, b.shape, b.forced_realize, shared, tuple(srcs))
@@ -108,8 +122,8 @@ def structure(outs: Sequence[LazyBuffer]) -> tuple[Hashable, list[LazyBuffer]] |
   config = (FUSE_REDUCE.value, NEST_REDUCE.value, NEST_ASSIGN.value)
   if len(outs) == 1:  # (an eager op: a comprehension is a function call)
     o = outs[0]
-    return (tuple(parts), ((number[o._base or o], o.st),), config), nodes
-  return (tuple(parts), tuple([(number[o._base or o], o.st) for o in outs]), config), nodes
+    return (tuple(parts), ((number[o._base or o], o.st),), config), nodes, binds
+  return (tuple(parts), tuple([(number[o._base or o], o.st) for o in outs]), config), nodes, binds
 
 
 _asts: dict[LazyOp, LazyOp] = {}
@@ -146,15 +160,15 @@ def record(key: Hashable, nodes: list[LazyBuffer], items: Sequence[tuple[LazyOp,
     if id(bufs[0]) not in owner:
       owner[id(bufs[0])] = -1 - len(temps)
       temps.append((bufs[0].device, bufs[0].size, bufs[0].dtype))
+  if temps and any(var_vals for _, _, var_vals in items):
+    return  # a temporary's size may depend on the Variables' values: made for this binding only
   try:
-    plan = Plan(tuple((_interned(ast), tuple(owner[id(buf)] for buf in bufs)) for ast, bufs, var_vals in items if not var_vals),
+    plan = Plan(tuple((_interned(ast), tuple(owner[id(buf)] for buf in bufs), tuple(var_vals)) for ast, bufs, var_vals in items),
                 tuple(number[b] for b in bases),
                 tuple((pos, number[ref()], None if kept is None else owner[id(kept)], view) for pos, ref, kept, view in olds),  # type: ignore[index]
                 tuple(temps))
   except KeyError:  # a buffer read that neither a base of the graph owns nor an earlier item writes: nothing to name it by, so no plan
     return
-  if len(plan.items) != len(items):
-    return  # symbolic values after all: not cached
   if len(_plans) >= MAX_PLANS:
     del _plans[next(iter(_plans))]
   _plans[key] = plan
