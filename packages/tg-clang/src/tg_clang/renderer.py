@@ -28,6 +28,8 @@ ENTRY = "tg_entry"  # the cross-mode entry point (see the module's docstring; ha
 def slice_symbol(name: str) -> str:
   """The function of split kernel `name` that the C thread pool calls: (void** bufs, const int* vals, int start, int end)."""
   return f"{name}_tg_slice"
+
+
 LANE_MASK = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}  # a mask lane as wide as the data lane
 
 # double -> __fp16 in one correct rounding. clang compiles that cast to a call of __truncdfhf2, and the one it links

@@ -53,9 +53,13 @@ class ClangProgram:
     n_ints = n_vals + (2 if self.outer is not None else 0)
     self.ffi.cdef(f"void {self.name}({', '.join(['void*'] * n_bufs + ['int'] * n_ints)});")
     self.fxn = getattr(self.lib, self.name)
+    self.slice_fn: int | None = None  # the address of the split kernel's <name>_tg_slice, which the C pool calls
     if self.outer is not None:
-      self.ffi.cdef(f"void {slice_symbol(self.name)}(void**, const int*, int, int);")
-      self.slice_fn = self.ffi.cast("uintptr_t", self.ffi.addressof(self.lib, slice_symbol(self.name)))
+      try:
+        self.ffi.cdef(f"void {slice_symbol(self.name)}(void**, const int*, int, int);")
+        self.slice_fn = int(self.ffi.cast("uintptr_t", self.ffi.addressof(self.lib, slice_symbol(self.name))))
+      except (AttributeError, KeyError, OSError, NotImplementedError):  # a library rendered without one: Python's threads
+        pass
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (), local_size: tuple[int, ...] = (),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
@@ -65,8 +69,8 @@ class ClangProgram:
     st = time.perf_counter() if wait else 0.0
     if self.outer is None:
       self.fxn(*args, *vals)
-    elif C_POOL and (n := min(CPU_THREADS.value, self.outer)) > 1 and thread_budget() is None:
-      pool.run(int(self.slice_fn), args, vals, self.outer, n)  # threads of C: see pool.py
+    elif C_POOL and self.slice_fn is not None and (n := min(CPU_THREADS.value, self.outer)) > 1 and thread_budget() is None:
+      pool.run(self.slice_fn, args, vals, self.outer, n)  # threads of C: see pool.py
     else:
       run_split(functools.partial(self.fxn, *args, *vals), self.outer)  # cffi releases the GIL while C runs
     return time.perf_counter() - st if wait else None
