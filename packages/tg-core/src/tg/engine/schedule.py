@@ -267,12 +267,19 @@ def _nest_assigns(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, LazyB
   Each element is then read and written by the same iteration, so nothing may read a written buffer at another element:
   every read of the inner's new value, and of any buffer the group overwrites, is element for element. The inner's old
   value has no reader outside its own assign (else that reader would have to run before the whole group). One level
-  deep, and only while the kernels stay acyclic."""
+  deep, and only while the kernels stay acyclic, counting the in-place writes: a kernel that reads the old value of a
+  buffer the group overwrites runs before the group's kernel, so it may not need the group's results. The inner reads
+  nothing that another assign of the schedule overwrites: its reads happen when the outer's kernel runs, later than its
+  own kernel would have."""
   if not NEST_ASSIGN.value:
     return {}
   out: dict[LazyBuffer, LazyBuffer] = {}
   reach: dict[LazyBuffer, set[LazyBuffer]] = {}
   taken = set(nested) | set(nested.values())
+  overwritten: dict[Buffer, list[LazyBuffer]] = {}  # buffer -> the assigns of this schedule that write it
+  for b in realize:
+    if b.op is MetaOps.ASSIGN:
+      overwritten.setdefault(b.buffer, []).append(b)
   def plain(b: LazyBuffer) -> bool:  # a whole assign whose kernel is elementwise
     return b.op is MetaOps.ASSIGN and b.arg is None and b not in fused and b not in taken
   for k in [b for b in realize if plain(b)]:
@@ -287,10 +294,19 @@ def _nest_assigns(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, LazyB
         continue
       old = a.srcs[1].base
       readers: dict[LazyBuffer, bool] = {}
+      loaded: set[Buffer] = set()
       if any(c is not a and not _inside(c, a, realize) for c, _ in children.get(old, [])) or \
-         not _inlined_reads(a.srcs[0], a, realize, readers, written={k.buffer, *(g.buffer for g in group)}):
+         not _inlined_reads(a.srcs[0], a, realize, readers, written={k.buffer, *(g.buffer for g in group)}, loaded=loaded):
+        continue
+      # a's reads move to k's kernel, after everything k needs: none may be of a buffer another assign overwrites
+      # (it would be read after that write, or the schedule would need k's kernel both before and after it)
+      if any(w is not a and w not in group for buf in loaded for w in overwritten.get(buf, ())):
         continue
       if not _joins(group, a, realize, reach) or any(a in _reach(m, realize, reach) for m in group if m is not k):
+        continue
+      # a kernel that reads an old value of the group's buffers runs before the group's kernel: it must not need it
+      members = group | {a}
+      if any(members & _reach(x, realize, reach) for g in members for x in _kernels_reading(g.srcs[1].base, children, realize) - members):
         continue
       out[a] = k
       if _acyclic(realize, {**nested, **out}, reach):
@@ -306,10 +322,10 @@ def _nest_assigns(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, LazyB
 
 
 def _inlined_reads(value: LazyBuffer, owner: LazyBuffer, realize: dict[LazyBuffer, None], found: dict[LazyBuffer, bool],
-                   written: set[Buffer] | None = None) -> bool:
+                   written: set[Buffer] | None = None, loaded: set[Buffer] | None = None) -> bool:
   """Walk the part of `owner`'s kernel that `value` inlines. Every assign in `realize` it reads goes into `found`, with
-  whether each read is element for element. False when a buffer in `written` is read at another element (through
-  a view that isn't the identity)."""
+  whether each read is element for element, and every buffer it loads into `loaded`. False when a buffer in `written`
+  is read at another element (through a view that isn't the identity)."""
   stack: list[tuple[LazyBuffer, bool]] = [(value, True)]
   seen: set[tuple[int, bool]] = set()
   while stack:
@@ -324,11 +340,29 @@ def _inlined_reads(value: LazyBuffer, owner: LazyBuffer, realize: dict[LazyBuffe
     if b.realized is not None or b in realize:
       if written is not None and not here and b.buffer in written:
         return False
+      if loaded is not None:
+        loaded.add(b.buffer)
       if b.op is MetaOps.ASSIGN and b in realize and b is not owner:
         found[b] = found.get(b, True) and here and b.shape == owner.shape
       continue
     stack.extend((s, here) for s in b.srcs)
   return True
+
+
+def _kernels_reading(node: LazyBuffer, children: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]],
+                     realize: dict[LazyBuffer, None]) -> set[LazyBuffer]:
+  """The bases in `realize` whose kernels read base `node`: its users, or the kernels that inline them."""
+  out: set[LazyBuffer] = set()
+  stack, seen = [node], set()
+  while stack:
+    for c, _ in children.get(stack.pop(), []):
+      if id(c) not in seen:
+        seen.add(id(c))
+        if c in realize:
+          out.add(c)
+        else:
+          stack.append(c)
+  return out
 
 
 def _inside(c: LazyBuffer, a: LazyBuffer, realize: dict[LazyBuffer, None]) -> bool:
