@@ -205,6 +205,7 @@ def _nest_reductions(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, La
     return {}
   nested: dict[LazyBuffer, LazyBuffer] = {}
   reach: dict[LazyBuffer, set[LazyBuffer]] = {}
+  direct: dict[LazyBuffer, set[LazyBuffer]] = {}  # (_acyclic's memo)
   # (the base whose kernel computes a reduction, the reduction): itself, or the elementwise user it is fused into
   kernels = [(b, b if isinstance(b.op, ReduceOps) else fused[b]) for b in realize if isinstance(b.op, ReduceOps) or b in fused]
   for kernel, outer in kernels:
@@ -237,7 +238,7 @@ def _nest_reductions(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, La
       if any(inner in _reach(m, realize, reach) for m in group if m is not kernel):
         continue  # only the outer reduction reads it (two levels of nesting are not built)
       nested[inner] = kernel
-      if _acyclic(realize, nested, reach):
+      if _acyclic(realize, nested, direct):
         group.add(inner)
       else:
         del nested[inner]
@@ -251,7 +252,7 @@ def _nest_reductions(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, La
       group = {kernel, *(i for i, k in nested.items() if k is kernel)}
       if other not in _needs(group, realize, reach) and _joins(group, other, realize, reach):
         nested[other] = kernel
-        if not _acyclic(realize, nested, reach):
+        if not _acyclic(realize, nested, direct):
           del nested[other]
   return nested
 
@@ -275,6 +276,7 @@ def _nest_assigns(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, LazyB
     return {}
   out: dict[LazyBuffer, LazyBuffer] = {}
   reach: dict[LazyBuffer, set[LazyBuffer]] = {}
+  direct: dict[LazyBuffer, set[LazyBuffer]] = {}  # (_acyclic's memo)
   taken = set(nested) | set(nested.values())
   overwritten: dict[Buffer, list[LazyBuffer]] = {}  # buffer -> the assigns of this schedule that write it
   for b in realize:
@@ -309,15 +311,21 @@ def _nest_assigns(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, LazyB
       if any(members & _reach(x, realize, reach) for g in members for x in _kernels_reading(g.srcs[1].base, children, realize) - members):
         continue
       out[a] = k
-      if _acyclic(realize, {**nested, **out}, reach):
-        group.add(a)
-      else:
-        del out[a]
+      group.add(a)
     if len(group) > 1 and not _inlined_reads(k.srcs[0], k, realize, {}, written={a.buffer for a in group if a is not k}):
       for a in group - {k}:  # k reads an inner's buffer at another element (an older value of it, through a view)
         del out[a]
     elif len(group) > 1:
       taken |= group
+  # each group alone is acyclic (_joins); groups that are each fine can together make kernels need each other: then
+  # keep them one at a time while the kernels stay acyclic (one check for all is linear in the graph, one per group isn't)
+  if out and not _acyclic(realize, {**nested, **out}, direct):
+    kept: dict[LazyBuffer, LazyBuffer] = {}
+    for k in dict.fromkeys(out.values()):
+      trial = {**kept, **{a: o for a, o in out.items() if o is k}}
+      if _acyclic(realize, {**nested, **trial}, direct):
+        kept = trial
+    out = kept
   return out
 
 
@@ -379,13 +387,14 @@ def _inside(c: LazyBuffer, a: LazyBuffer, realize: dict[LazyBuffer, None]) -> bo
   return False
 
 
-def _acyclic(realize: dict[LazyBuffer, None], nested: dict[LazyBuffer, LazyBuffer], reach: dict[LazyBuffer, set[LazyBuffer]]) -> bool:
+def _acyclic(realize: dict[LazyBuffer, None], nested: dict[LazyBuffer, LazyBuffer], direct: dict[LazyBuffer, set[LazyBuffer]]) -> bool:
   """Whether the kernels still form a DAG with every nested reduction counted as part of its kernel: merges that
-  are each fine alone can together make two kernels need each other."""
+  are each fine alone can together make two kernels need each other. Over the direct needs (`_direct`, memoized in
+  `direct`): the transitive ones found the same cycles in time quadratic in the graph, per call."""
   edges: dict[LazyBuffer, set[LazyBuffer]] = {}
   for b in realize:
     k = nested.get(b, b)
-    edges.setdefault(k, set()).update(d for d in (nested.get(x, x) for x in _reach(b, realize, reach)) if d is not k)
+    edges.setdefault(k, set()).update(d for d in (nested.get(x, x) for x in _direct(b, realize, direct)) if d is not k)
   state: dict[LazyBuffer, int] = {}  # 1: on the current path, 2: done
   for start in edges:
     if start in state:
@@ -404,6 +413,24 @@ def _acyclic(realize: dict[LazyBuffer, None], nested: dict[LazyBuffer, LazyBuffe
         state[nxt] = 1
         stack.append((nxt, iter(edges.get(nxt, ()))))
   return True
+
+
+def _direct(b: LazyBuffer, realize: dict[LazyBuffer, None], memo: dict[LazyBuffer, set[LazyBuffer]]) -> set[LazyBuffer]:
+  """The bases with a buffer in this schedule that b's kernel reads itself (through the values it inlines)."""
+  if (ret := memo.get(b)) is not None:
+    return ret
+  ret = memo[b] = set()
+  stack, seen = list(b.srcs), set()
+  while stack:
+    x = stack.pop().base
+    if id(x) in seen or x.realized is not None:
+      continue
+    seen.add(id(x))
+    if x in realize:
+      ret.add(x)
+    else:
+      stack.extend(x.srcs)
+  return ret
 
 
 def _needs(group: set[LazyBuffer], realize: dict[LazyBuffer, None], reach: dict[LazyBuffer, set[LazyBuffer]]) -> set[LazyBuffer]:
