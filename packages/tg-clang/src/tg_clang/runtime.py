@@ -85,10 +85,10 @@ class CrossProgram:
   """One kernel built for another architecture (CPU_TARGET=aarch64 here), run by the device's harness under qemu-user
   (tg_clang.harness): the renderer gave it `tg_entry(void** bufs, const int* vals)`, which calls the kernel, a split
   one over its whole outer loop (one call, one thread: emulation is for numbers, not speed)."""
+  handle: tuple[int, int] | None = None  # (a class default: __del__ of one whose __init__ a Ctrl-C cut short finds it)
 
   def __init__(self, harness: Harness, name: str, lib: bytes) -> None:
     self.harness, self.name, self.lib = harness, name, lib
-    self.handle: tuple[int, int] | None = None
     self.handle = harness.load(lib, name)  # loaded now, so a bad object fails here, as dlopen does
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (), local_size: tuple[int, ...] = (),

@@ -138,6 +138,9 @@ def live_readers(base: LazyBuffer) -> list[LazyBuffer]:
 
 class LazyBuffer:
   _structure: tuple[Any, ...]  # a CONST base's part of a graph's structure, once worked out (engine/schedule_cache.py)
+  # A Ctrl-C can land at any bytecode of __init__, and the half-made node's __del__ then runs at once: it must find
+  # `_base`, and must count off only an owner that was counted on (so `buffer` is set after its count goes up)
+  _base: LazyBuffer | None = None
 
   def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Op | None = None, arg: Any = None,
                srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None) -> None:
@@ -159,9 +162,9 @@ class LazyBuffer:
       self.op, self.arg, self.srcs = op, arg, srcs
       # an ASSIGN writes into the buffer of its target; everything else gets a buffer of its own
       size = st.size
-      self.buffer: Buffer = srcs[1].base.buffer if op is MetaOps.ASSIGN else \
-        Buffer(device, size if type(size) is int else _max_size(st.shape), dtype)
-      self.buffer.lb_refcount += 1
+      buf = srcs[1].base.buffer if op is MetaOps.ASSIGN else Buffer(device, size if type(size) is int else _max_size(st.shape), dtype)
+      buf.lb_refcount += 1
+      self.buffer: Buffer = buf
       self.forced_realize = op in _FORCED  # (a frozenset: an op is hashed by identity, where a tuple compares each)
     else:
       assert base._base is None, "a view's base must be a base"
@@ -174,9 +177,10 @@ class LazyBuffer:
   def set_buffer(self, buf: Buffer) -> None:
     """Make this base the owner of `buf` instead of its current buffer."""
     assert self._base is None, "only a base owns a buffer"
-    buf.lb_refcount += 1
-    self.buffer.lb_refcount -= 1
+    old = self.buffer
+    buf.lb_refcount += 1  # in this order, a Ctrl-C between two lines can only leave a count too high (see _base)
     self.buffer = buf
+    old.lb_refcount -= 1
 
   def __repr__(self) -> str:
     if self._base is not None:
