@@ -374,6 +374,7 @@ class Lowerer:
     self.reduce_ranges: list[UOp] = []
     self.reduce_vars: list[Variable] = []
     self.group_partials: dict[tuple[LazyOp, tuple[Node, ...]], tuple[UOp, UOp, int]] = {}
+    self.stored_where: Node | None = None
     axes = {kind: [i for i, k in enumerate(self.kinds) if k == kind and self.full_shape[i] != 1] for kind in (GLOBAL, LOCAL, GROUP, REDUCE)}
     for i, size in enumerate(self.full_shape):
       if size == 1:  # a size-1 axis needs no index
@@ -419,6 +420,7 @@ class Lowerer:
         st = st.reshape(out_shape)
       for upcast in self._combos(UPCAST):
         out_idxs = [upcast.get(i, self.idx.get(i, NumNode(0))) if k not in (REDUCE, UNROLL, GROUP) else NumNode(0) for i, k in enumerate(self.kinds)]
+        self.stored_where = self._stored_where(out_idxs, out_shape)
         for elem in range(self.tc.tc.elements[2] if self.tc is not None else 1):
           if self.tc is not None:  # each element of this thread's fragment of the tile is an output
             self.tc_elem = elem
@@ -434,6 +436,42 @@ class Lowerer:
       block = UOp(UOps.IF, None, (first, *(barrier for _, barrier, _ in self.group_partials.values())))
       stores = [UOp(UOps.STORE, None, s.src + (block,)) for s in stores]
     return UOp(UOps.SINK, None, tuple(stores))
+
+  def _stored_where(self, out_idxs: list[Node], out_shape: tuple[sint, ...]) -> Node | None:
+    """Where the kernel stores its outputs at `out_idxs`, when every store stores in the same places and that isn't
+    everywhere: a PADTO'd kernel computes its padded outputs but stores only the real ones (the validity of its
+    stores), or a launch has more threads than outputs. A load whose validity is exactly this one feeds only values
+    that are never stored where it is invalid: it may read any element there (see _unmasked)."""
+    if self.tc is not None:
+      return None
+    wheres = set()
+    for store in kernel_stores(self.ast):
+      st: ShapeTracker = store.arg.st
+      _, valid, _ = self._lane_exprs(st if st.shape == out_shape else st.reshape(out_shape), out_idxs)
+      wheres.add(valid)
+    where = wheres.pop() if len(wheres) == 1 else None
+    return None if where is None or isinstance(where, NumNode) or self.lane in where.vars() else where
+
+  def _unmasked_index(self, nidx: Node, nvalid: Node) -> UOp | None:
+    """The index to load from, with no mask, for a load whose validity is the stores' (_stored_where): its own where it
+    is valid, else that of the same element at a valid output, an in-bounds one (the value read there is never
+    stored). The select is on the part of the index that the validity depends on (a padded row's offset, not the
+    reduce loop's step), so it is loop-invariant and the compiler hoists it: a matmul tile padded to 6 rows (AVX2)
+    that kept a masked load of each row in its reduce loop ran at 48 GFLOP/s, against 112 for the same tile unpadded.
+    None (keep the mask) when the output with the validity's variables at 0 isn't valid."""
+    zero: dict[Variable, Node] = {v: NumNode(0) for v in nvalid.vars()}
+    if nvalid.substitute(zero) != NumNode(1):
+      return None
+    terms = list(nidx.nodes) if isinstance(nidx, SumNode) else [nidx]
+    fixed = [t for t in terms if not t.vars() - zero.keys()]  # the terms the loops and lanes leave alone
+    moving = [t for t in terms if t.vars() - zero.keys()]
+    if any(t.vars() & zero.keys() for t in moving):  # a term of both (a // over a padded row and a loop): the whole index
+      fixed, moving = terms, []
+    here = Node.sum(fixed) if fixed else NumNode(0)
+    there = here.substitute(zero)
+    idx = self._uop(here) if here == there else \
+      self._uop(nvalid).cast(dtypes.bool).alu(TernaryOps.WHERE, self._uop(here), self._uop(there))
+    return idx + self._uop(Node.sum(moving)) if moving else idx
 
   def _element(self, mb: MemBuffer) -> DType:
     """The dtype a buffer holds in the kernel (bfloat16 emulated as its 16 bits)."""
@@ -609,8 +647,14 @@ class Lowerer:
 
   def _load(self, op: LazyOp, nidx: Node, nvalid: Node, lanes: int = 1) -> UOp:
     """A LOAD (or CONST) at one index and validity; `lanes` > 1 loads that many consecutive elements as a vector."""
-    idx, valid = self._uop(nidx), self._uop(nvalid).cast(dtypes.bool)
     dt = self.vdt(op.arg.dtype)
+    unmasked = None
+    if self.stored_where is not None and nvalid == self.stored_where:  # invalid only where nothing is stored
+      if op.op is BufferOps.CONST:
+        return UOp.const(dt, op.arg.val)
+      if (unmasked := self._unmasked_index(nidx, nvalid)) is not None:
+        nvalid = NumNode(1)
+    idx, valid = unmasked if unmasked is not None else self._uop(nidx), self._uop(nvalid).cast(dtypes.bool)
     if op.op is BufferOps.CONST:
       c = UOp.const(dt, op.arg.val)
       return c if valid.op is UOps.CONST and valid.arg else valid.alu(TernaryOps.WHERE, c, UOp.const(dt, 0))

@@ -52,28 +52,33 @@ def register_tile(target: CPUTarget, costly_rows: bool = False) -> RegisterTile:
 
   It issues rows * vectors FMAs for rows + vectors loads: the FMA units (2 per core) and the load ports (2 per core)
   are both busy when loads <= FMAs, and the more FMAs per load the more slack the loads have (for the caches and
-  the packing copies). And the FMAs must hide their latency: at least FMA_IN_FLIGHT independent accumulators.
-  Among the power-of-two tiles (they divide the axes and the packing panels) that fit, the most FMAs per load wins,
-  then the fewer vector streams, or with `costly_rows` (the broadcast operand is read through a mask: a padded conv
-  image) the fewer rows:
+  the packing copies). The FMAs must hide their latency: at least FMA_IN_FLIGHT independent accumulators, and at
+  most twice that (more hides nothing more and crowds the registers: 6 x 4 on AVX-512 measured 97-102 GFLOP/s,
+  4 x 4 113). `vectors` is a power of two (the columns divide the output and B's panels); the rows need not be: a
+  row count that doesn't divide the output's is padded (PADTO: the padded rows are computed from in-bounds reads and
+  never stored, see apply_tile). The most FMAs per load wins, then the fewer vector streams, or with `costly_rows`
+  (the broadcast operand is read through a mask: a padded conv image, whose padded rows would keep their masks) the
+  fewer rows, of powers of two:
 
       AVX-512, 32 registers of 16 floats: 4 rows x 4 vectors, 16 accumulators + 4 + 1 = 21 registers, 16 FMAs per 8 loads
         (8 x 2: 19 registers, 16 per 10; 16 x 1: 18 registers, 16 per 17)
-      AVX2, 16 registers of 8 floats:     4 rows x 2 vectors, 8 accumulators + 2 + 1 = 11 registers, 8 FMAs per 6 loads
-        (8 x 2 needs 19 registers and spills; 8 x 1: 8 per 9 loads; 16 x 1: 18 registers, spills)
+      AVX2, 16 registers of 8 floats:     6 rows x 2 vectors, 12 accumulators + 2 + 1 = 15 registers, 12 FMAs per 8 loads
+        (4 x 2: 11 registers, 8 per 6; 8 x 2 needs 19 registers and spills; with costly rows 2 x 4: 13 registers)
       NEON, 32 registers of 4 floats:     4 rows x 4 vectors, 21 registers, 16 FMAs per 8 loads
-      SSE, 16 registers of 4 floats:      4 rows x 2 vectors, 11 registers
+      SSE, 16 registers of 4 floats:      6 rows x 2 vectors, 15 registers
 
-  Measured with the C backend, 1024 matmul on one thread of a Zen 4 EPYC with `CPU_TARGET=x86-64-v3` (AVX2 code): the
-  old 8 x 2 tile (8 rows, 16 columns: 19 registers) 54-59 GFLOP/s, 8 x 1 80, 4 x 2 93-95; natively (AVX-512):
-  16 x 1 104, 8 x 2 and 4 x 4 106. bench/'s 3x3 conv (x86-64-v3, one thread): 2 columns x 4 vectors 81-83,
-  4 x 4 76-80, 4 x 2 69-75."""
+  Measured with the C backend on one thread of a Zen 4 EPYC, `CPU_TARGET=x86-64-v3` (AVX2 code): the 1152 x 1024 x 1024
+  matmul's main kernel 8 x 2 (spilling) 54-59 GFLOP/s, 8 x 1 80, 4 x 2 97-105, 4 x 3 102-103, 6 x 2 109-113; the
+  1024 matmul padded to 1026 rows for 6 x 2 107-110, 4 x 2 103-104. Natively (AVX-512): 16 x 1 104, 8 x 2 and 4 x 4
+  106-113. bench/'s 3x3 conv (x86-64-v3, one thread): 2 columns x 4 vectors 81-83, 4 x 4 76-80, 4 x 2 69-75."""
   lanes = max(1, target.vector_bytes // 4)
   best: tuple[tuple[float, int], RegisterTile] | None = None
-  for rows in (1, 2, 4, 8, 16, 32):
+  for rows in range(1, 33):
+    if costly_rows and rows & (rows - 1):
+      continue
     for vectors in (1, 2, 4, 8):
       acc = rows * vectors
-      if acc + vectors + 1 > target.vector_registers or acc < FMA_IN_FLIGHT:
+      if acc + vectors + 1 > target.vector_registers or not FMA_IN_FLIGHT <= acc <= 2 * FMA_IN_FLIGHT:
         continue
       score = (acc / (rows + vectors), -rows if costly_rows else -vectors)
       if best is None or score > best[0]:
@@ -219,8 +224,10 @@ def apply_tile(k: Kernel, vec: int, other: int | None, tile: RegisterTile, targe
     return False
   vectors = next((v for v in _halvings(tile.vectors) if _applies(c, Opt(OptOps.UPCAST, vec, v))), 1)
   # tried on the kernel as it was: the vector split moves an `other` after `vec`
-  rows = next((r for r in _halvings(max_rows(target, vectors)) if other is not None and _applies(k, Opt(OptOps.UPCAST, other, r))), 1)
+  rows, pad = tile_rows(k, other, tile, target, vectors)
   c = k.copy()
+  if pad and not try_opt(c, Opt(OptOps.PADTO, other, rows)):  # (a PADTO moves no axis)
+    return False
   splits = [(vec, tile.lanes)] + ([(vec, vectors)] if vectors > 1 else [])
   if rows > 1:
     splits = [(other, rows), *splits] if other is not None and other > vec else [*splits, (other, rows)]  # type: ignore[list-item]
@@ -228,6 +235,29 @@ def apply_tile(k: Kernel, vec: int, other: int | None, tile: RegisterTile, targe
     return False
   k.ast, k.kinds, k.applied_opts, k.tc = c.ast, c.kinds, c.applied_opts, c.tc
   return True
+
+
+# the most padding the tile's rows may add to an output axis (PADTO), as a fraction of it: the padded rows are computed
+# for nothing, and 6 rows instead of 4 gained 7-8% on AVX2 (see register_tile)
+MAX_ROW_PADDING = 1 / 16
+
+
+def tile_rows(k: Kernel, other: int | None, tile: RegisterTile, target: CPUTarget, vectors: int) -> tuple[int, bool]:
+  """The rows of the register tile along `other`, and whether `other` is first padded to a multiple of them: the
+  tile's own rows when it has its own vectors and they divide `other`, or pad it by at most MAX_ROW_PADDING (a 1024
+  row axis padded to 1026 for 6 rows); else the most rows, a power of two, that divide it and fit the registers
+  with `vectors` vectors (max_rows)."""
+  if other is None:
+    return 1, False
+  size = k.full_shape[other]
+  if vectors == tile.vectors and isinstance(size, int) and size > tile.rows:
+    padded = -(-size // tile.rows) * tile.rows
+    if padded == size and _applies(k, Opt(OptOps.UPCAST, other, tile.rows)):
+      return tile.rows, False
+    if padded - size <= size * MAX_ROW_PADDING and try_opt(p := k.copy(), Opt(OptOps.PADTO, other, tile.rows)) and \
+       _applies(p, Opt(OptOps.UPCAST, other, tile.rows)):
+      return tile.rows, True
+  return next((r for r in _halvings(max_rows(target, vectors)) if _applies(k, Opt(OptOps.UPCAST, other, r))), 1), False
 
 
 def _applies(k: Kernel, opt: Opt) -> bool:
