@@ -308,3 +308,10 @@ def test_a_row_sum_unrolls_what_divides_its_row() -> None:
   unrolls = [o.amt for o in k.applied_opts if o.op is OptOps.UNROLL]  # type: ignore[attr-defined]
   assert unrolls == [width, 2] and any(o.op is OptOps.UPCAST for o in k.applied_opts), k.applied_opts  # type: ignore[attr-defined]
   np.testing.assert_allclose(x.sum(1).numpy(), x_np.sum(1), rtol=1e-5, atol=1e-5)
+
+
+def test_idle_share_of_a_split_loop() -> None:
+  from tg.codegen.heuristics.cpu import idle_share
+  assert idle_share(8, 2) == 0 and idle_share(1, 4) == 0 and idle_share(3, 1) == 0
+  assert idle_share(9, 2) == pytest.approx(0.1)  # 5 + 4: one core idle for one of its 5 iterations
+  assert idle_share(57, 2) == pytest.approx(1 / 58)

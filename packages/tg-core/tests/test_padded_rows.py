@@ -93,13 +93,15 @@ def test_an_accumulating_assign_over_padded_rows() -> None:
 @pytest.mark.parametrize("device", ["CLANG", "LLVM"])
 def test_avx2_tile_takes_six_rows_padding_the_row_axis(device: str) -> None:
   """CPU_TARGET=x86-64-v3: the register tile is 6 rows x 2 vectors; a 1000-row matmul is padded to 1002 rows for it
-  (a 16th of padding at most), its main kernel loads nothing through a mask, and every size comes out as numpy's,
-  packed or not, the rows a multiple of 6 or not, including in-place accumulation."""
+  (a 16th of padding at most), its main kernel loads nothing through a mask, every size comes out as numpy's,
+  packed or not, the rows a multiple of 6 or not, including in-place accumulation; and the cache blocks of the
+  padded rows split evenly across the cores."""
   pytest.importorskip(f"tg_{device.lower()}")
   code = f"""
 import numpy as np
 import tg.lazy
 from tg import Device, Tensor
+from tg.codegen.heuristics.cpu import MAX_IDLE_SHARE, idle_share
 from tg.codegen.kernel import Kernel, OptOps
 from tg.codegen.uops import UOps
 from tg.engine.schedule import create_schedule
@@ -122,8 +124,15 @@ ops = [(o.op, o.amt) for o in k.applied_opts]
 assert (OptOps.PADTO, 6) in ops and (OptOps.UPCAST, 6) in ops, ops
 k.to_program()
 assert not any(u.op is UOps.LOAD and u.src[0].op is UOps.DEFINE_GLOBAL and len(u.src) > 2 for u in k.uops), ops
+# blocked for the caches into a count of blocks that 2 cores split evenly: 1026 rows are 171 tiles of 6 (odd), so
+# blocks of 3 (57 blocks: one core idle 1/58 of the time), not of 19 (9 blocks: idle a tenth)
+a, b = Tensor.empty(1024, 1024, device="{device}"), Tensor.empty(1024, 1024, device="{device}")
+si = [si for si in create_schedule([(a @ b).lazydata]) if si.ast.op.name in ("STORE", "SINK")][-1]
+k = Kernel(si.ast, r).hand_coded_optimizations()
+blocks = k.full_shape[0]
+assert k.applied_opts[-1].op is OptOps.BLOCK and 171 % blocks == 0 and idle_share(blocks, 2) <= MAX_IDLE_SHARE, k.applied_opts
 print("ok")
 """
-  env = {**os.environ, "CPU_TARGET": "x86-64-v3"}
+  env = {**os.environ, "CPU_TARGET": "x86-64-v3", "CPU_THREADS": "2"}
   out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
   assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
