@@ -441,7 +441,7 @@ class Lowerer:
     """Where the kernel stores its outputs at `out_idxs`, when every store stores in the same places and that isn't
     everywhere: a PADTO'd kernel computes its padded outputs but stores only the real ones (the validity of its
     stores), or a launch has more threads than outputs. A load whose validity is exactly this one feeds only values
-    that are never stored where it is invalid: it may read any element there (see _unmasked)."""
+    that are never stored where it is invalid: it may read any element there (see _unmasked_index)."""
     if self.tc is not None:
       return None
     wheres = set()
@@ -462,6 +462,8 @@ class Lowerer:
     zero: dict[Variable, Node] = {v: NumNode(0) for v in nvalid.vars()}
     if nvalid.substitute(zero) != NumNode(1):
       return None
+    if not _fits(self.idt, *_node_bounds(nidx)):  # (its parts may fit where the whole doesn't)
+      raise IndexOverflow(f"{nidx} leaves {self.idt}")
     terms = list(nidx.nodes) if isinstance(nidx, SumNode) else [nidx]
     fixed = [t for t in terms if not t.vars() - zero.keys()]  # the terms the loops and lanes leave alone
     moving = [t for t in terms if t.vars() - zero.keys()]
