@@ -367,6 +367,7 @@ class Lowerer:
       if not _fits(dtypes.int32, v.min, v.max):
         raise ValueError(f"symbolic size {v.expr} ranges over [{v.min}, {v.max}], beyond the int32 a kernel argument is")
       self.ctx[v] = UOp(UOps.DEFINE_VAR, dtypes.int32, (), v).cast(idt)
+    self.arguments = set(self.ctx)  # the kernel's symbolic sizes: values it is given, not indices it runs over
     self.idx: dict[int, Node] = {}  # index of each global, local, group and reduce axis
     self.launch_guard: Node | None = None  # set when the launch has more threads than outputs (fold_dims)
     self.global_size: list[sint] = []
@@ -458,9 +459,10 @@ class Lowerer:
     stored). The select is on the part of the index that the validity depends on (a padded row's offset, not the
     reduce loop's step), so it is loop-invariant and the compiler hoists it: a matmul tile padded to 6 rows (AVX2)
     that kept a masked load of each row in its reduce loop ran at 48 GFLOP/s, against 112 for the same tile unpadded.
-    None (keep the mask) when the output with the validity's variables at 0 isn't valid."""
+    None (keep the mask) when the output with the validity's indices at 0 isn't valid, or the validity depends on a
+    symbolic size (whose 0 may be no value the kernel is ever given)."""
     zero: dict[Variable, Node] = {v: NumNode(0) for v in nvalid.vars()}
-    if nvalid.substitute(zero) != NumNode(1):
+    if zero.keys() & self.arguments or nvalid.substitute(zero) != NumNode(1):
       return None
     if not _fits(self.idt, *_node_bounds(nidx)):  # (its parts may fit where the whole doesn't)
       raise IndexOverflow(f"{nidx} leaves {self.idt}")
