@@ -84,7 +84,7 @@ def _run_backend_tests(session: nox.Session, backend: str) -> None:
 
 # the device-generic tests whose kernels the CPU target changes (tiles, vectors, packing, reductions, the optimizer)
 TARGET_TESTS = ["test_ops.py", "test_matmul_packing.py", "test_kernel_opts.py", "test_vectorize.py", "test_cpu_target.py",
-                "reliability/test_sum_accuracy.py", "reliability/test_fuzz_kernel_opts.py"]
+                "test_padded_rows.py", "reliability/test_sum_accuracy.py", "reliability/test_fuzz_kernel_opts.py"]
 
 
 @nox.session
