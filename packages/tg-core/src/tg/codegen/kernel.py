@@ -3,7 +3,8 @@
 Optimizations reshape the kernel's iteration space without changing what it computes:
   UPCAST(axis, n)  split n off an output axis and unroll it: n outputs per thread, kept in registers
   UNROLL(axis, n)  split n off a reduce axis and unroll it: n elements reduced per loop iteration
-  PADTO(axis, n)   pad an output axis up to a multiple of n (the padding is computed, never stored)
+  PADTO(axis, n)   pad an output axis up to a multiple of n (the padding is computed from in-bounds reads, never stored:
+                   Lowerer._unmasked_index)
   LOCAL(axis, n)   split n off an output axis into the workgroup: n threads of one workgroup share it
   GROUP(axis, n)   split n off a reduce axis across the threads of a workgroup: each thread reduces its share,
                    the partial results meet in local memory after a barrier, where the group's first thread
