@@ -9,12 +9,13 @@ side by side, tg.engine.streams) splits on its own Python workers instead (tg.ru
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 from importlib import resources
 from typing import Any
 
 import cffi
+
+from tg_clang.dlopen import dlopen_bytes
 
 _ffi = cffi.FFI()
 _ffi.cdef("int tg_pool_run(void* fn, void** bufs, const int* vals, int outer, int n);")
@@ -32,14 +33,7 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 
 def _load() -> Any:
   from tg_clang.compiler import ClangCompiler
-  lib = ClangCompiler().compile_cached(resources.files("tg_clang").joinpath("pool.c").read_text())
-  fd, path = tempfile.mkstemp(prefix="tg_clang_pool_", suffix=".so")
-  try:
-    with os.fdopen(fd, "wb") as f:
-      f.write(lib)
-    return _ffi.dlopen(path)
-  finally:
-    os.unlink(path)
+  return dlopen_bytes(_ffi, ClangCompiler().compile_cached(resources.files("tg_clang").joinpath("pool.c").read_text()), "tg_clang_pool_")
 
 
 def run(slice_fn: int, bufs: list[Any], vals: tuple[int, ...], outer: int, n: int) -> None:

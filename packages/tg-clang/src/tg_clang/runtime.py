@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import functools
-import os
-import tempfile
 import time
 from typing import Any
 
@@ -13,6 +11,7 @@ from tg.renderer.cpu import outer_symbol
 from tg.runtime.cpu import run_split, thread_budget
 from tg.settings import CPU_THREADS
 from tg_clang import pool
+from tg_clang.dlopen import dlopen_bytes
 from tg_clang.harness import Harness
 from tg_clang.renderer import slice_symbol
 
@@ -33,15 +32,8 @@ class ClangProgram:
 
   def __init__(self, name: str, lib: bytes) -> None:
     self.name = name
-    # dlopen needs a file; it is unlinked right after loading (the mapping stays valid)
-    fd, path = tempfile.mkstemp(prefix="tg_clang_", suffix=".so")
-    try:
-      with os.fdopen(fd, "wb") as f:
-        f.write(lib)
-      self.ffi = cffi.FFI()
-      self.lib = self.ffi.dlopen(path)
-    finally:
-      os.unlink(path)
+    self.ffi = cffi.FFI()
+    self.lib = dlopen_bytes(self.ffi, lib, "tg_clang_")
     self.fxn: Any = None
 
   def _load(self, n_bufs: int, n_vals: int) -> None:

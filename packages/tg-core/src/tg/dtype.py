@@ -151,6 +151,9 @@ class dtypes:
 
 
 _floats = {dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64}
+# the scalar float dtypes as a tuple, float32 first: the hot paths that ask `dt in PLAIN_FLOATS` for every op built
+# (a Python scalar operand, a constant) find it at once, a tuple's `in` trying identity before equality
+PLAIN_FLOATS = (dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.float64)
 _uints = {dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64}
 _ints = _uints | {dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64}
 _by_name: dict[str, DType] = {v.name: v for v in vars(dtypes).values() if isinstance(v, DType)}

@@ -11,7 +11,7 @@ from typing import Any
 
 from tg.codegen.lowerer import REDUCE_ALU
 from tg.device import Buffer, Device
-from tg.dtype import ConstType, DType, dtypes
+from tg.dtype import PLAIN_FLOATS, ConstType, DType, dtypes
 from tg.helpers import prod
 from tg.ops import BinaryOps, MetaOps, Op, ReduceOps, TernaryOps, UnaryOps, exec_alu
 from tg.settings import PACK, SPLIT_REDUCEOP, SPLIT_REDUCEOP_THRESHOLD
@@ -95,7 +95,6 @@ pack_candidates: weakref.WeakSet[LazyBuffer] = weakref.WeakSet()
 
 
 _SCALAR = ShapeTracker.from_shape(())
-_PLAIN_FLOATS = (dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.float64)  # a tuple: `in` tries identity first
 _const_views: dict[tuple[int, ...], ShapeTracker] = {}
 _operands: dict[tuple[Any, ...], LazyBuffer] = {}  # (see LazyBuffer.operand)
 
@@ -221,7 +220,7 @@ class LazyBuffer:
   def full(val: ConstType, shape: tuple[sint, ...], dtype: DType, device: str) -> LazyBuffer:
     # every op with a Python scalar builds one of these: a float for a float dtype is taken as is (as_const converts
     # and wraps the rest), and the view comes from a table
-    if not (type(val) is float and dtype in _PLAIN_FLOATS):
+    if not (type(val) is float and dtype in PLAIN_FLOATS):
       val = dtypes.as_const(val, dtype)
     base = LazyBuffer(device, _SCALAR, dtype, MetaOps.CONST, val)
     return base._view(_const_view(shape)) if shape else base  # one view, not a reshape's and an expand's

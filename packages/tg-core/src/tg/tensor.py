@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import tg.divcheck as divcheck
 import tg.function as F
 from tg.device import Buffer, Device, is_dtype_supported
-from tg.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
+from tg.dtype import PLAIN_FLOATS, ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
 from tg.engine.realize import realize_lazybuffers
 from tg.engine.schedule import ScheduleItem, create_schedule
 from tg.errors import AxisError, DTypeError, GradientError, ShapeError, TgArgumentError
@@ -64,8 +64,6 @@ def _on_devices(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     return fn(*args, **kwargs)
   return wrapper
 
-
-_FLOAT_DTYPES = (dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.float64)
 
 
 def _run(lbs: Sequence[LazyBuffer | MultiLazyBuffer]) -> None:
@@ -947,7 +945,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
         raise TypeError(f"can't combine a Tensor with {type(y).__name__}")
       # a Python scalar takes the tensor's dtype unless its kind is wider (float with an int tensor, int with bool)
       xdt = x.lazydata.dtype
-      if type(y) is float and xdt in _FLOAT_DTYPES:  # (the common case first: a tuple's `in` tries identity first)
+      if type(y) is float and xdt in PLAIN_FLOATS:  # (the common case first: a tuple's `in` tries identity first)
         dt = xdt
       elif isinstance(y, float) and not dtypes.is_float(xdt):
         dt = dtypes.default_float
