@@ -14,13 +14,14 @@ import sys
 import numpy as np
 import pytest
 
-from tg import Device, Tensor
+from tg import Device, Tensor, Variable, dtypes
 from tg.codegen.kernel import Kernel, Opt, OptOps
 from tg.codegen.lowerer import GLOBAL
-from tg.codegen.uops import UOps
+from tg.codegen.uops import UOp, UOps
 from tg.engine.realize import CompiledRunner
 from tg.engine.schedule import create_schedule
 from tg.renderer import cpu_target as ct
+from tg.shape.symbolic import NumNode
 
 
 def _last_kernel(out: Tensor):  # type: ignore[no-untyped-def]
@@ -87,6 +88,45 @@ def test_an_accumulating_assign_over_padded_rows() -> None:
   row = _row_axis(Kernel(si.ast, Device[Device.DEFAULT].renderer), 11)
   out, _ = _run(si, [Opt(OptOps.PADTO, row, 6), Opt(OptOps.UPCAST, row, 6)])
   np.testing.assert_allclose(out.reshape(11, 8), c_np + a_np @ b_np, rtol=1e-4, atol=1e-4)
+
+
+def test_padded_rows_whose_index_passes_int32_only_as_a_whole_go_to_64_bits() -> None:
+  """The unmasked index of a padded row is a select on its fixed part plus the reduce loop's step: each part fits
+  int32 here and only their sum passes 2^31 (the last padded row, 1361 x 1577000 reads of a 1361-row matrix padded
+  to 1362 rows). Lowered, not run: the kernel indexes in 64 bits, or a device without int64 refuses it clearly."""
+  m, k = 1361, 1577000
+  assert (m - 1) * k < 2**31 - 1 < 1362 * k - 1 and 1361 * k < 2**31 + 2**21  # the fixed part fits, the whole doesn't
+  renderer = Device[Device.DEFAULT].renderer
+  si = [si for si in create_schedule([(Tensor.empty(m, k) @ Tensor.empty(k, 8)).lazydata]) if si.ast.op.name in ("STORE", "SINK")][-1]
+  kern = Kernel(si.ast, renderer)
+  row = _row_axis(kern, m)
+  kern.apply_opts([Opt(OptOps.PADTO, row, 6), Opt(OptOps.UPCAST, row, 6)])
+  if dtypes.int64 in getattr(renderer, "missing_dtypes", ()):
+    with pytest.raises(ValueError, match="2\\^31"):
+      kern.to_program()
+    return
+  kern.to_program()
+  assert kern.lowerer.idt == dtypes.int64
+  assert _masked_loads(kern) == 0  # still read unmasked, in 64 bits
+  assert all(u.dtype == dtypes.int64 for u in kern.uops if u.op is UOps.RANGE)
+
+
+def test_a_validity_on_a_symbolic_size_keeps_its_mask() -> None:
+  """A validity that depends on a kernel argument (a symbolic size) keeps its mask: substituting 0 for the argument
+  proves nothing about the values the kernel is given. The lowerer's own rule, asked directly of a kernel that has
+  the argument."""
+  n = Variable("n", 1, 64)
+  x = Tensor.empty(64, 8).shrink(((0, n), (0, 8)))
+  si = [si for si in create_schedule([(x + 1).lazydata]) if si.ast.op.name in ("STORE", "SINK")][-1]
+  kern = Kernel(si.ast, Device[Device.DEFAULT].renderer)
+  kern.to_program()
+  low = kern.lowerer
+  assert n in low.arguments
+  i = Variable("__i", 0, 63)
+  low.ctx[i] = UOp.const(low.idt, 0)
+  assert ((i + n) < 70).substitute({i: NumNode(0), n: NumNode(0)}) == NumNode(1)  # valid at 0, for n = 0 only
+  assert low._unmasked_index(i * 8, (i + n) < 70) is None  # depends on the argument: keep the mask
+  assert low._unmasked_index(i * 8, i < 5) is not None  # a concrete bound: read row 0 instead
 
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or "avx2" not in ct._cpu_flags(), reason="needs an AVX2 x86-64 host")
