@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import mmap
 import os
 import subprocess
 import sys
@@ -9,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from tg import Device, Tensor
-from tg.device import HOST_ALIGN, Compiler, HostAllocator, LRUAllocator
+from tg import Device, Tensor, dtypes
+from tg.device import HOST_ALIGN, HUGE_PAGE, HUGE_PAGE_MIN, Compiler, HostAllocator, LRUAllocator
 from tg.helpers import Context, GlobalCounters, diskcache_get, diskcache_put
 
 
@@ -89,17 +90,78 @@ def _address(b: object) -> int:
   return ctypes.addressof(ctypes.c_char.from_buffer(memoryview(b).cast("B")))  # type: ignore[arg-type]
 
 
-def test_host_allocator_slack_is_readable_and_never_handed_out() -> None:
-  """CPU devices may read a vector past either end of a buffer (Renderer.overread_bytes): the allocator's slack."""
+@pytest.mark.parametrize("huge_pages", [0, 1])
+def test_host_allocator_slack_is_readable_and_never_handed_out(huge_pages: int) -> None:
+  """CPU devices may read a vector past either end of a buffer (Renderer.overread_bytes): the allocator's slack. A new
+  buffer is zeros, whether a bytearray or (from HUGE_PAGE_MIN bytes on) a mapping of its own."""
   alloc = HostAllocator(slack=64)
-  for n in (4, 100, 4096, 1 << 20):
-    mv = memoryview(alloc.alloc(n))
-    assert mv.nbytes == n
-    whole = mv.obj  # the backing bytearray: the buffer sits at least 64 bytes in, with at least 64 more after it
-    start = _address(mv) - _address(whole)
-    assert start >= 64 and len(whole) - start - n >= 64
-    mv[:] = b"\xff" * n
-    assert whole[:start] == bytes(start) and whole[start + n:] == bytes(len(whole) - start - n), "a write reached the slack"
+  with Context(HUGE_PAGES=huge_pages):
+    for n in (4, 100, 4096, 1 << 20, HUGE_PAGE_MIN, HUGE_PAGE_MIN + 4100):
+      mv = memoryview(alloc.alloc(n))
+      assert mv.nbytes == n and mv.readonly is False
+      whole = mv.obj  # the backing bytearray or mapping: the buffer sits at least 64 bytes in, with at least 64 more after it
+      start = _address(mv) - _address(whole)
+      assert start >= 64 and len(whole) - start - n >= 64
+      assert mv.tobytes() == bytes(n)
+      mv[:] = b"\xff" * n
+      assert whole[:start] == bytes(start) and whole[start + n:] == bytes(len(whole) - start - n), "a write reached the slack"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
+def test_large_host_buffers_start_on_a_huge_page_and_ask_for_huge_pages() -> None:
+  """From HUGE_PAGE_MIN bytes on a host buffer is its own private mapping, starting on a 2 MiB boundary and advised
+  MADV_HUGEPAGE (the kernel's "hg" flag on the mapping; whether it gets huge pages is the OS's choice); HUGE_PAGES=0
+  and smaller buffers keep bytearrays."""
+  def mapping_flags(address: int) -> list[str]:
+    inside = False
+    for line in open("/proc/self/smaps"):
+      head = line.split()
+      if "-" in head[0] and len(head) >= 5:
+        lo, hi = (int(x, 16) for x in head[0].split("-"))
+        inside = lo <= address < hi
+        if inside:
+          assert head[1][3] == "p", f"a {head[1]} mapping: shared anonymous memory gets no huge pages"
+      elif inside and head[0] == "VmFlags:":
+        return head[1:]
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+  alloc = HostAllocator(slack=64)
+  with Context(HUGE_PAGES=1):
+    big, small = alloc.alloc(HUGE_PAGE_MIN + 100), alloc.alloc(HUGE_PAGE_MIN - 1)
+  with Context(HUGE_PAGES=0):
+    off = alloc.alloc(HUGE_PAGE_MIN + 100)
+  assert _address(big) % HUGE_PAGE == 0
+  assert isinstance(small.obj, bytearray) and isinstance(off.obj, bytearray)
+  if hasattr(mmap, "MADV_HUGEPAGE") and open("/sys/kernel/mm/transparent_hugepage/enabled").read().find("[never]") < 0:
+    assert "hg" in mapping_flags(_address(big))
+  x = Tensor.arange(HUGE_PAGE_MIN // 4 + 7, dtype=dtypes.int32).realize()  # a kernel's output in such a buffer
+  np.testing.assert_equal(x[-3:].numpy(), np.arange(HUGE_PAGE_MIN // 4 + 4, HUGE_PAGE_MIN // 4 + 7))
+
+
+def test_host_memory_exhausted_is_a_memory_error_and_the_process_goes_on() -> None:
+  """Past the address space limit a large host buffer (an mmap) fails as MemoryError, not OSError, so the LRU
+  allocator frees its cache and tries again, and the caller sees the usual error; smaller buffers still work."""
+  if not sys.platform.startswith("linux"):
+    pytest.skip("RLIMIT_AS")
+  code = """
+import resource
+from tg.device import HostAllocator
+from tg.helpers import Context
+resource.setrlimit(resource.RLIMIT_AS, (8 << 30, resource.getrlimit(resource.RLIMIT_AS)[1]))
+alloc = HostAllocator(slack=64)
+for huge in (1, 0):
+  with Context(HUGE_PAGES=huge):
+    try:
+      alloc.alloc(16 << 30)
+    except MemoryError as e:
+      print("MemoryError", huge, e)
+    m = alloc.alloc(8 << 20)
+    m[-1] = 7
+print("ok", m[-1])
+"""
+  out = run_py(code)
+  assert out.returncode == 0 and "MemoryError 1" in out.stdout and "MemoryError 0" in out.stdout, out.stdout + out.stderr
+  assert out.stdout.strip().endswith("ok 7"), out.stdout
 
 
 def test_host_buffers_are_aligned_to_a_cache_line() -> None:

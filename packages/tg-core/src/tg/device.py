@@ -3,6 +3,8 @@ with a disk cache (`Compiler`), and `Compiled`, one device assembled from its pl
 from __future__ import annotations
 
 import ctypes
+import errno
+import mmap
 import os
 import sys
 from collections import defaultdict
@@ -13,7 +15,7 @@ from tg.dtype import DType
 from tg.helpers import DEBUG, GlobalCounters, getenv
 from tg.plugins import DeviceSpec, PluginError, device_spec, installed_devices
 from tg.renderer import Renderer
-from tg.settings import DEVICE, DISABLE_COMPILER_CACHE, LRU
+from tg.settings import DEVICE, DISABLE_COMPILER_CACHE, HUGE_PAGES, LRU
 
 if TYPE_CHECKING:
   from tg.engine.pending import PendingWork
@@ -111,6 +113,12 @@ class DriverAllocator(LRUAllocator):
 
 
 HOST_ALIGN = 64  # bytes: a cache line, and the widest vector (AVX-512)
+# A buffer of HUGE_PAGE_MIN bytes or more is mapped on its own, starts on a HUGE_PAGE boundary and is asked for huge
+# pages (where the OS has them: Linux's MADV_HUGEPAGE). With 4 KiB pages a kernel streaming 64 MiB walks the page
+# tables 16384 times; with 2 MiB pages 32 times. Summing 16M floats (2 cores, Zen 4): 3.5 ms against 4.7 ms on 4 KiB
+# pages, and numpy and torch get such pages for their arrays (numpy asks for them from 4 MiB on).
+HUGE_PAGE, HUGE_PAGE_MIN = 2 << 20, 4 << 20
+_MADV_HUGEPAGE: int | None = getattr(mmap, "MADV_HUGEPAGE", None)
 
 
 class HostAllocator(LRUAllocator):
@@ -124,10 +132,29 @@ class HostAllocator(LRUAllocator):
     self.slack = slack
 
   def _alloc(self, size: int, options: Any) -> Any:
+    if size >= HUGE_PAGE_MIN and _MADV_HUGEPAGE is not None and HUGE_PAGES.value:
+      return self._alloc_huge(size, _MADV_HUGEPAGE)
     # aligned to HOST_ALIGN: a large bytearray's bytes start 16 past a page (malloc's header), and with the slack
     # every buffer began at 80 mod 4096, so each 64-byte vector load of an AVX-512 kernel straddled two cache lines
     raw = bytearray(size + 2 * self.slack + HOST_ALIGN)
     start = -(ctypes.addressof(ctypes.c_char.from_buffer(raw)) + self.slack) % HOST_ALIGN + self.slack
+    return memoryview(raw)[start:start + size]
+
+  def _alloc_huge(self, size: int, advice: int) -> memoryview:
+    """`size` bytes of an anonymous mapping (zeros, like a bytearray) starting on a HUGE_PAGE boundary, asked for
+    huge pages. The mapping is a HUGE_PAGE longer than the buffer and its slack: the pages before the boundary are
+    never touched, so they cost address space only. The mapping is unmapped when the last view of it goes."""
+    try:
+      raw = mmap.mmap(-1, size + 2 * self.slack + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except OSError as e:
+      if e.errno == errno.ENOMEM:
+        raise MemoryError(f"can't map {size} bytes of host memory") from e
+      raise
+    try:
+      raw.madvise(advice)
+    except OSError:  # a kernel built without transparent huge pages: 4 KiB pages, as a bytearray has
+      pass
+    start = -(ctypes.addressof(ctypes.c_char.from_buffer(raw)) + self.slack) % HUGE_PAGE + self.slack
     return memoryview(raw)[start:start + size]
 
   def copyin(self, dest: Any, src: memoryview) -> None:

@@ -184,6 +184,7 @@ SPLIT_REDUCEOP_THRESHOLD = Setting("SPLIT_REDUCEOP_THRESHOLD", 32768,
                                    "(a float sum's error then grows with log(n))")
 PACK = Setting("PACK", 1, "0: large matmuls are not copied into panels first on devices that declare `Renderer.matmul_panel`")
 LRU = Setting("LRU", 1, "0: freed device buffers go back to the device at once instead of being kept for reuse")
+HUGE_PAGES = Setting("HUGE_PAGES", 1, "0: host buffers of 4 MiB and more are not asked for 2 MiB pages (madvise MADV_HUGEPAGE)")
 CPU_THREADS = Setting("CPU_THREADS", os.cpu_count() or 1, "threads a CPU device splits a big kernel across", shown_default="the number of cores")
 STREAMS = Setting("STREAMS", 1, "0: a schedule over several CPU device instances (a sharded tensor) runs their kernels one after another, "
                   "each split across all cores, instead of side by side, each instance on its share of the cores")
