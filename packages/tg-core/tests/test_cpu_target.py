@@ -297,8 +297,9 @@ def test_dot_tile_fits_the_registers(registers: int, tile: tuple[int, int]) -> N
 
 
 def test_a_row_sum_unrolls_what_divides_its_row() -> None:
-  """A row of 6 vectors takes 2 unrolled copies per iteration when 4 don't divide it (not none at all), and the
-  outputs are upcast as before: the plain reduction's plan only drops what doesn't apply."""
+  """A row of 6 vectors takes 2 unrolled copies per iteration when 4 don't divide it (not none at all), one row at a
+  time (one stream); a row of 2 vectors, too short to unroll, takes its independent chains from 4 rows side by side
+  instead."""
   from tg import Device, Tensor
   from tg.codegen.kernel import OptOps
   from tg.dtype import dtypes
@@ -307,8 +308,13 @@ def test_a_row_sum_unrolls_what_divides_its_row() -> None:
   x = Tensor(x_np).realize()
   k = _cpu_kernel(x.sum(1))
   unrolls = [o.amt for o in k.applied_opts if o.op is OptOps.UNROLL]  # type: ignore[attr-defined]
-  assert unrolls == [width, 2] and any(o.op is OptOps.UPCAST for o in k.applied_opts), k.applied_opts  # type: ignore[attr-defined]
+  assert unrolls == [width, 2] and not any(o.op is OptOps.UPCAST for o in k.applied_opts), k.applied_opts  # type: ignore[attr-defined]
   np.testing.assert_allclose(x.sum(1).numpy(), x_np.sum(1), rtol=1e-5, atol=1e-5)
+  short_np = x_np[:, :2 * width].copy()
+  short = Tensor(short_np).realize()
+  k = _cpu_kernel(short.sum(1))
+  assert [(o.op, o.amt) for o in k.applied_opts] == [(OptOps.UNROLL, width), (OptOps.UPCAST, 4)], k.applied_opts  # type: ignore[attr-defined]
+  np.testing.assert_allclose(short.sum(1).numpy(), short_np.sum(1), rtol=1e-5, atol=1e-5)
 
 
 def test_idle_share_of_a_split_loop() -> None:

@@ -286,10 +286,13 @@ def plain_reduce(k: Kernel, r: int, globals_: list[int]) -> None:
   """A reduction that no input is broadcast in (a sum, a softmax's max and sum of exps, a variance).
 
   Along the rows (the loads are contiguous along the reduce axis `r`): a vector of elements per iteration (a vector
-  accumulator), 4 rows side by side (4 streams for the prefetcher) and 4 vectors of each row per iteration, which go
-  into 2 accumulators per row (Lowerer: ACC_CHAINS). Measured on a CPU backend: the 16M-float sum's partial sums (256 rows
-  of 64K) 1.0 -> 0.69 ms, and the max-and-sum-of-exps kernel of an 8192 x 1024 softmax 3.9 -> 2.5 ms, against one
-  vector per iteration.
+  accumulator) and 4 vectors of the row per iteration, each its own chain of adds (Lowerer: ACC_CHAINS). A row too
+  short to unroll (under 5 vectors) takes its independent chains from neighbouring rows instead: up to 4 rows side by
+  side. Rows long enough keep one row at a time: one stream per thread. Measured, one process alternating (2 cores,
+  Zen 4, the AVX-512 build and the x86-64-v3 one): with 4 rows side by side as well, the 16M-float sum's partials
+  (4096 rows of 4096) 1.95 -> 1.66 ms (v3) and 1.80 -> 1.68 ms, the max-and-sum-of-exps kernel of an 8192 x 1024
+  softmax 3.38 -> 2.84 ms (v3) and 2.80 -> 2.06 ms, an 8192 x 768 max 0.61 -> 0.27 ms; 65536 rows of 32 were 0.060 ms
+  with 4 rows side by side and 0.063 without (so rows that short keep them).
 
   Down the columns (contiguous along an output axis only, e.g. a row-major matrix summed over its rows): up to 16
   vectors of neighbouring outputs, each accumulating down its column while a loop iteration reads 16 vectors of one
@@ -313,8 +316,10 @@ def plain_reduce(k: Kernel, r: int, globals_: list[int]) -> None:
     return size / (vector * max(1, min(copies, ACC_CHAINS // outputs)))
   rest = size // vector
   copies_ok = [c for c in (4, 2, 8) if vector > 1 and rest > 4 and rest % c == 0] or [1]
-  plans = [(c, u) for u in ((4, 2, 1) if globals_ else (1,)) for c in copies_ok]
-  copies, outputs = next(((c, u) for c, u in plans if chain(c, u) <= MAX_CHAIN), plans[0])
+  # neighbouring outputs side by side only for a row that can't be unrolled: beside an unrolled row they only add
+  # streams (see above)
+  plans = [(c, u) for u in ((4, 2, 1) if globals_ and copies_ok == [1] else (1,)) for c in copies_ok]
+  copies, outputs = next(((c, u) for c, u in plans if chain(c, u) <= MAX_CHAIN), min(plans, key=lambda p: chain(*p)))
   if copies > 1:
     try_opt(k, Opt(OptOps.UNROLL, r, copies))
   if outputs > 1:  # last: an UPCAST adds an axis before the reduce axes, which moves `r`
