@@ -1,25 +1,31 @@
-"""Integer division by zero as a Python ZeroDivisionError, checked lazily (as torch raises on CPU).
+"""Lazy checks of values that live on the device: integer division by zero as a Python ZeroDivisionError (as torch
+raises on CPU), and index tensors out of range as an IndexError (tg.tensor_index: t[idx], gather, Embedding, the
+cross-entropy targets).
 
-Kernels never trap: every renderer gives a defined value for x // 0 and x % 0 (0) and INT_MIN // -1 (INT_MIN).
-The error is the Tensor's job, at no cost for float division and little for integer division:
+Kernels never trap: every renderer gives a defined value for x // 0 and x % 0 (0) and INT_MIN // -1 (INT_MIN), and an
+index that matches nothing selects 0. The error is the Tensor's job, at no cost for float division and little for
+integer division and tensor indices:
 
-- a divisor known now (a Python 0, or an unrealized constant 0) raises at once, in the Tensor op;
-- a divisor that is a computed tensor gets a *guard*: a lazy bool scalar `(divisor == 0).any()` registered
-  here against the result's LazyBuffer. When tensors are realized (`Tensor.realize`, `.numpy()`, `.item()`,
-  ... all go through `tg.tensor._run`), `with_guards` walks the unrealized graph of the targets; the guards of
-  division results found in it are realized in the same schedule (one tiny reduction each, fused by the
-  scheduler where it can), and `check` reads their flags after the schedule ran and raises ZeroDivisionError
-  if one is set. A guard whose division result is never realized is dropped with it (weak reference).
-- A failed guard stays: reading the same division result again raises again.
+- a value known now (a Python 0 divisor, an unrealized constant, a list of indices) raises at once, in the Tensor op;
+- a computed tensor gets a *guard*: a lazy bool scalar (`(divisor == 0).any()`, `((idx < -n) | (idx >= n)).any()`)
+  registered here against the result's LazyBuffer, with the error to raise. When tensors are realized
+  (`Tensor.realize`, `.numpy()`, `.item()`, ... all go through `tg.tensor._run`), `with_guards` walks the unrealized
+  graph of the targets; the guards of results found in it are realized in the same schedule (one tiny reduction
+  each, fused by the scheduler where it can), and `check` reads their flags after the schedule ran and raises the
+  error of the first one set (built by the guard's `error`, given the offending value its `detail` computes then, on
+  the failure path only). A guard whose result is never realized is dropped with it (weak reference).
+- A failed guard stays: reading the same result again raises again.
 
 Under TinyJit the guards' kernels are captured with the rest; `recording` collects the flag buffers the capture
-checked, the jit keeps them out of its scratch memory, and `check_flags` reads them after every replay.
+checked (with their errors), the jit keeps them out of its scratch memory, and `check_flags` reads them after every
+replay (the error then names no value: the step's inputs are not kept).
 """
 from __future__ import annotations
 
 import contextlib
+import struct
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tg.device import Buffer
@@ -27,26 +33,56 @@ from tg.lazy import LazyBuffer
 
 ERROR = "integer division or modulo by zero: a divisor tensor of //, % or idiv holds a 0"
 
+# builds a failed guard's exception, given an offending value (None where it isn't known: after a TinyJit replay)
+ErrorFn = Callable[[int | None], BaseException]
+
+
+def _zero_division(value: int | None) -> BaseException:
+  return ZeroDivisionError(ERROR)
+
 
 @dataclass(eq=False)
 class _Guard:
-  result: weakref.ref[LazyBuffer]  # the division's result (a base)
-  flag: LazyBuffer                 # bool scalar: any divisor element is 0
+  result: weakref.ref[LazyBuffer]  # the guarded op's result (a base)
+  flag: LazyBuffer                 # bool scalar: the check failed (a divisor element is 0, an index is out of range)
+  error: ErrorFn = _zero_division
+  detail: Callable[[], LazyBuffer] | None = None  # builds a scalar: an offending value (the failure path only)
   failed: bool = False
+  value: int | None = None         # the offending value, once failed
+
+
+class _Flags(list[Buffer]):
+  """The flag buffers a TinyJit capture checked, with the error of each (keyed by id: the list holds the buffers)."""
+  def __init__(self) -> None:
+    super().__init__()
+    self.errors: dict[int, ErrorFn] = {}
 
 
 _pending: list[_Guard] = []
-_recorders: list[list[Buffer]] = []  # while a TinyJit captures: the flag buffers its checks read
+_recorders: list[_Flags] = []  # while a TinyJit captures: the flag buffers its checks read
 
 
-def guard(result: LazyBuffer, divisor_is_zero_anywhere: LazyBuffer) -> None:
-  """Register the check of one integer division whose divisor is a tensor."""
-  flag = divisor_is_zero_anywhere
+def guard(result: LazyBuffer, flag: LazyBuffer, error: ErrorFn = _zero_division, detail: Callable[[], LazyBuffer] | None = None) -> None:
+  """Register a check of `result`: realizing it raises `error` if the bool scalar `flag` is True (an integer division's
+  divisor holds a 0: the default error; an index is out of range). `detail` builds a scalar naming an offending
+  value for the message, only once the check failed."""
   if flag.is_unrealized_const():  # known now: no kernel needed
     if flag.const_value:
-      raise ZeroDivisionError(ERROR)
+      raise error(None if detail is None else _read_value(detail()))
     return
-  _pending.append(_Guard(weakref.ref(result.base), flag))
+  _pending.append(_Guard(weakref.ref(result.base), flag, error, detail))
+
+
+def _read_value(lb: LazyBuffer) -> int:
+  """The value of an int scalar, computed now without the guards' checks (they are the ones raising)."""
+  if lb.is_unrealized_const():
+    return int(lb.const_value)
+  from tg.engine.realize import realize_lazybuffers  # (the error path only; tg.engine imports this module)
+  if lb.base is not lb or not lb.st.contiguous:
+    lb = lb.contiguous()
+  realize_lazybuffers([lb])
+  assert lb.dtype.fmt is not None
+  return int(struct.unpack_from(lb.dtype.fmt, lb.base.buffer.as_buffer())[0])
 
 
 def _graph_ids(targets: list[LazyBuffer]) -> set[int]:
@@ -76,26 +112,43 @@ def with_guards(targets: list[LazyBuffer]) -> tuple[list[LazyBuffer], list[_Guar
 
 
 def check(hit: list[_Guard]) -> None:
-  """After the schedule of `with_guards` ran: raise ZeroDivisionError if a divisor held a zero."""
+  """After the schedule of `with_guards` ran: raise the error of the first failed guard (a divisor held a zero, an
+  index was out of range)."""
   if not hit:
     return
-  failed = False
+  new = []
   for g in hit:
     if _recorders and g.flag.base.buffer not in _recorders[-1]:
       _recorders[-1].append(g.flag.base.buffer)
+      _recorders[-1].errors[id(g.flag.base.buffer)] = g.error
     if not g.failed:
       g.failed = bool(g.flag.base.buffer.as_buffer()[0])
-    failed |= g.failed
+      if g.failed:
+        new.append(g)
   ok = {id(g) for g in hit if not g.failed}
   _pending[:] = [g for g in _pending if id(g) not in ok]
-  if failed:
-    raise ZeroDivisionError(ERROR)
+  values: dict[int, int] = {}  # of each flag: guards that share one (an op's value and its mask) share the value
+  for g in new:  # after the bookkeeping: computing the value runs a kernel, which may fail in its turn
+    if g.detail is not None:
+      if id(g.flag) not in values:
+        values[id(g.flag)] = _read_value(g.detail())
+      g.value, g.detail = values[id(g.flag)], None  # (dropping what the detail holds: the index tensor)
+  if (first := next((g for g in hit if g.failed), None)) is not None:
+    raise first.error(first.value)
+
+
+def check_read(lb: LazyBuffer) -> None:
+  """Before the data of a realized tensor is read: raise again if it is the result of a failed guard (its values are
+  the kernels' defined stand-ins, not an answer)."""
+  g = next((g for g in _pending if g.failed and g.result() is lb.base), None)
+  if g is not None:
+    raise g.error(g.value)
 
 
 @contextlib.contextmanager
 def recording() -> Iterator[list[Buffer]]:
-  """Collect the flag buffers that the checks made inside the block read (TinyJit's capture)."""
-  flags: list[Buffer] = []
+  """Collect the flag buffers that the checks made inside the block read, and their errors (TinyJit's capture)."""
+  flags = _Flags()
   _recorders.append(flags)
   try:
     yield flags
@@ -104,6 +157,8 @@ def recording() -> Iterator[list[Buffer]]:
 
 
 def check_flags(flags: list[Buffer]) -> None:
-  """After a TinyJit replay, which ran the guards' kernels again: raise ZeroDivisionError if a divisor held a zero."""
-  if any(f.as_buffer()[0] for f in flags):
-    raise ZeroDivisionError(ERROR)
+  """After a TinyJit replay, which ran the guards' kernels again: raise the error of the first flag set."""
+  errors = flags.errors if isinstance(flags, _Flags) else {}
+  for f in flags:
+    if f.as_buffer()[0]:
+      raise errors.get(id(f), _zero_division)(None)

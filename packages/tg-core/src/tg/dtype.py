@@ -4,6 +4,7 @@ from __future__ import annotations
 import builtins
 import functools
 import math
+import struct
 from dataclasses import dataclass
 from typing import Any, Final, Union
 
@@ -106,13 +107,20 @@ class dtypes:
 
   @staticmethod
   def from_py(x: Any) -> DType:
-    """The dtype a Python value becomes: float -> default float, int -> default int, bool -> bool."""
+    """The dtype a Python value becomes: float -> default float, int -> default int, bool -> bool. An int past the
+    default int's range is an int64 (a uint64 from 2^63), as numpy and torch keep it: wrapped, Tensor(2**40) was 0."""
     if isinstance(x, float):
       return dtypes.default_float
     if isinstance(x, bool):
       return dtypes.bool
     if isinstance(x, int):
-      return dtypes.default_int
+      if dtypes.min(dtypes.default_int) <= x <= dtypes.max(dtypes.default_int):
+        return dtypes.default_int
+      if -(1 << 63) <= x < (1 << 63):
+        return dtypes.int64
+      if 0 <= x < (1 << 64):
+        return dtypes.uint64
+      raise OverflowError(f"{x} is beyond every int dtype (int64 and uint64)")
     if isinstance(x, (list, tuple)):
       return max((dtypes.from_py(y) for y in x), default=dtypes.default_float)
     raise TypeError(f"can't infer a dtype from {type(x).__name__} {x!r}")
@@ -127,7 +135,9 @@ class dtypes:
 
   @staticmethod
   def as_const(val: Any, dtype: DType) -> ConstType:
-    """`val` as a Python value of `dtype` (wrapping ints as C would)."""
+    """`val` as a Python value of `dtype` (wrapping ints as C would, rounding floats to the dtype's precision)."""
+    if (rnd := _ROUND.get(dtype)) is not None:  # a scalar float dtype, the common case, first
+      return rnd(float(val))  # type: ignore[no-any-return]
     if dtypes.is_int(dtype):
       v = int(val) if not (isinstance(val, float) and not math.isfinite(val)) else 0
       bits = dtype.itemsize * 8
@@ -135,7 +145,7 @@ class dtypes:
       return v - (1 << bits) if not dtypes.is_unsigned(dtype) and v >= 1 << (bits - 1) else v
     if dtype == dtypes.bool:
       return bool(val)
-    return float(val)
+    return round_float(float(val), dtype)
 
   @staticmethod
   def min(dtype: DType) -> ConstType:
@@ -150,6 +160,39 @@ class dtypes:
     return True if dtype == dtypes.bool else math.inf
 
 
+_F32, _F16, _U32 = struct.Struct("<f"), struct.Struct("<e"), struct.Struct("<I")
+
+
+def round_f32(x: float) -> float:
+  """x rounded to float32 (to nearest even), as a C cast from double rounds it: past float32's largest, an infinity."""
+  try:
+    return _F32.unpack(_F32.pack(x))[0]  # type: ignore[no-any-return]
+  except OverflowError:  # (struct refuses a finite x that rounds to inf)
+    return math.copysign(math.inf, x)
+
+
+def _round_f16(x: float) -> float:
+  """Straight from the double, as a kernel's cast from float64 and numpy round (torch goes through float32 first)."""
+  try:
+    return _F16.unpack(_F16.pack(x))[0]  # type: ignore[no-any-return]
+  except OverflowError:
+    return math.copysign(math.inf, x)
+
+
+def _round_bf16(x: float) -> float:
+  """To float32 first, then to nearest even on its top 16 bits, as the emulation's cast (and torch) does."""
+  if x != x:  # nan stays nan (the rounding below could carry a nan's low payload bits into inf)
+    return x
+  (bits,) = _U32.unpack(_F32.pack(round_f32(x)))
+  return _F32.unpack(_U32.pack((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000))[0]  # type: ignore[no-any-return]
+
+
+def round_float(x: float, dtype: DType) -> float:
+  """x as the float `dtype` holds it: a constant must be the number a kernel computes with, or a comparison with a
+  scalar and a cast folded at build time disagree with the tensor's own values (bfloat16 0.1 == 0.1 was False)."""
+  return _ROUND.get(dtype.scalar(), float)(x)
+
+
 _floats = {dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64}
 # the scalar float dtypes as a tuple, float32 first: the hot paths that ask `dt in PLAIN_FLOATS` for every op built
 # (a Python scalar operand, a constant) find it at once, a tuple's `in` trying identity before equality
@@ -157,6 +200,9 @@ PLAIN_FLOATS = (dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.float64)
 _uints = {dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64}
 _ints = _uints | {dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64}
 _by_name: dict[str, DType] = {v.name: v for v in vars(dtypes).values() if isinstance(v, DType)}
+# each float dtype's rounding, found by one dict lookup (it tries identity first): as_const is on the hot path
+_ROUND: dict[DType, Any] = {dtypes.float32: round_f32, dtypes.float16: _round_f16, dtypes.bfloat16: _round_bf16,
+                            dtypes.float64: float}
 _by_fmt: dict[str, DType] = {v.fmt: v for v in _by_name.values() if v.fmt is not None}
 # the user-facing names ("float32", "int8", ...) for lookups such as Tensor(x, dtype="float32")
 DTYPES_DICT: dict[str, DType] = {k: v for k, v in vars(dtypes).items() if isinstance(v, DType) and not k.startswith("default")}

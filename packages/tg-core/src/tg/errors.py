@@ -40,3 +40,8 @@ class DTypeError(TypeError, RuntimeError):
 
 class GradientError(RuntimeError):
   """backward() through an op that has no gradient."""
+
+
+class IndexOutOfRangeError(IndexError, RuntimeError):
+  """An index out of range for its axis: t[idx] and Embedding (torch: IndexError), gather (torch: RuntimeError), a
+  loss's target class (torch: IndexError). Both, as the classes above."""

@@ -118,7 +118,9 @@ class Sin(Function):
     return x.e(UnaryOps.SIN)
 
   def backward(self, grad: LazyBuffer) -> LazyBuffer:
-    cos = self.x.const(math.pi / 2).e(BinaryOps.ADD, self.x.e(UnaryOps.NEG)).e(UnaryOps.SIN)
+    # cos(x) = 1 - 2 sin(x/2)^2 (x/2 is exact; pi/2 - x rounds x to its ulp first, as Tensor.cos explains)
+    s = self.x.e(BinaryOps.MUL, self.x.const(0.5)).e(UnaryOps.SIN)
+    cos = self.x.const(1.0).e(BinaryOps.ADD, s.e(BinaryOps.MUL, s).e(BinaryOps.MUL, self.x.const(-2.0)))
     return cos.e(BinaryOps.MUL, grad)
 
 
@@ -335,8 +337,13 @@ class Max(_Reduction):
     return self.ret
 
   def grad(self, grad: LazyBuffer) -> LazyBuffer:
-    # the gradient is split evenly between the elements equal to the max, as torch's amax does
-    is_max = self.x.e(BinaryOps.CMPNE, self.ret.expand(self.x.shape)).e(UnaryOps.NEG).cast(grad.dtype)  # NEG of a bool is NOT
+    # the gradient is split evenly between the elements equal to the max, as torch's amax does; a NaN max is the
+    # NaNs' (NaN equals nothing: every element's gradient was 0/0)
+    ret = self.ret.expand(self.x.shape)
+    hit = self.x.e(BinaryOps.CMPNE, ret).e(UnaryOps.NEG)  # NEG of a bool is NOT
+    if dtypes.is_float(self.x.dtype):
+      hit = hit.e(BinaryOps.OR, self.x.e(BinaryOps.CMPNE, self.x).e(BinaryOps.AND, ret.e(BinaryOps.CMPNE, ret)))
+    is_max = hit.cast(grad.dtype)
     count = is_max.r(ReduceOps.SUM, self.axis)
     return is_max.e(BinaryOps.MUL, count.e(UnaryOps.RECIP).expand(self.x.shape)).e(BinaryOps.MUL, grad.expand(self.x.shape))
 

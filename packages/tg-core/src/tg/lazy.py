@@ -11,7 +11,7 @@ from typing import Any
 
 from tg.codegen.lowerer import REDUCE_ALU
 from tg.device import Buffer, Device
-from tg.dtype import PLAIN_FLOATS, ConstType, DType, dtypes
+from tg.dtype import ConstType, DType, dtypes, round_f32
 from tg.helpers import prod
 from tg.ops import BinaryOps, MetaOps, Op, ReduceOps, TernaryOps, UnaryOps, exec_alu
 from tg.settings import PACK, SPLIT_REDUCEOP, SPLIT_REDUCEOP_THRESHOLD
@@ -218,9 +218,12 @@ class LazyBuffer:
 
   @staticmethod
   def full(val: ConstType, shape: tuple[sint, ...], dtype: DType, device: str) -> LazyBuffer:
-    # every op with a Python scalar builds one of these: a float for a float dtype is taken as is (as_const converts
-    # and wraps the rest), and the view comes from a table
-    if not (type(val) is float and dtype in PLAIN_FLOATS):
+    # every op with a Python scalar builds one of these: a float is rounded to the dtype, or a comparison with the scalar
+    # and a folded cast disagree with what a kernel computes (float64 as is, float32 by one struct round trip, as_const
+    # converts, wraps or rounds the rest), and the view comes from a table
+    if type(val) is float and dtype is dtypes.float32:
+      val = round_f32(val)
+    elif not (type(val) is float and dtype is dtypes.float64):
       val = dtypes.as_const(val, dtype)
     base = LazyBuffer(device, _SCALAR, dtype, MetaOps.CONST, val)
     return base._view(_const_view(shape)) if shape else base  # one view, not a reshape's and an expand's

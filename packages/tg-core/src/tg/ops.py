@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any, Union
 
-from tg.dtype import ConstType, DType, dtypes
+from tg.dtype import ConstType, DType, dtypes, round_float
 
 
 class OpEnum(Enum):
@@ -217,22 +217,7 @@ def truncate(dtype: DType, x: Any) -> Any:
     return bool(x)
   if dtypes.is_int(dtype):
     return dtypes.as_const(x, dtype)
-  return _round_float(dtype, float(x))
-
-
-def _round_float(dtype: DType, x: float) -> float:
-  import struct
-  if dtype == dtypes.float64 or math.isnan(x) or math.isinf(x):
-    return x
-  if dtype == dtypes.bfloat16:
-    (bits,) = struct.unpack("<I", struct.pack("<f", _round_float(dtypes.float32, x)))
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000  # round to nearest even
-    return struct.unpack("<f", struct.pack("<I", bits))[0]  # type: ignore[no-any-return]
-  fmt = "<f" if dtype == dtypes.float32 else "<e"
-  try:
-    return struct.unpack(fmt, struct.pack(fmt, x))[0]  # type: ignore[no-any-return]
-  except OverflowError:
-    return math.copysign(math.inf, x)
+  return round_float(float(x), dtype)
 
 
 def _same_ast(a: LazyOp, b: LazyOp, seen: set[tuple[int, int]]) -> bool:

@@ -290,6 +290,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     assert isinstance(lb, LazyBuffer), "a sharded tensor's data is read gathered (see data())"
     if lb.base.realized is None:
       _run([lb])
+    elif divcheck._pending:
+      divcheck.check_read(lb)  # a result whose check failed raises again when read (tg.divcheck)
     if not lb.st.contiguous:  # a view that isn't a prefix of its base's memory: copy it out in order
       lb = LazyBuffer.metaop(MetaOps.CONTIGUOUS, lb.shape, lb.dtype, lb.device, srcs=(lb,))
       _run([lb])
@@ -576,7 +578,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
     device = Device.canonicalize(kwargs.pop("device", None))
     bits = Tensor._random_bits(prod(shape), device)
-    u = bits.rshift(8).cast(dtypes.float32) * (1.0 / (1 << 24))  # 24 random bits: exact in float32
+    # as many random bits as the dtype's significand holds, so that the value is exact in it and below 1 (24 bits cast to
+    # bfloat16 rounded up to 1.0 about once in 550 draws)
+    keep = {dtypes.float16: 11, dtypes.bfloat16: 8}.get(dtype, 24)
+    u = bits.rshift(32 - keep).cast(dtypes.float32) * (1.0 / (1 << keep))
     return Tensor(u.reshape(shape).cast(dtype).lazydata, device=device, **kwargs)
 
   @staticmethod
@@ -1047,27 +1052,38 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return self.logical_not() if self.dtype == dtypes.bool else F.Neg.apply(self)  # type: ignore[no-any-return]
 
   def logical_not(self) -> Tensor: return F.Neq.apply(*self.cast(dtypes.bool)._broadcasted(True))  # type: ignore[no-any-return]
-  def reciprocal(self) -> Tensor: return F.Reciprocal.apply(self.cast(least_upper_float(self.dtype)))  # type: ignore[no-any-return]
-  def exp(self) -> Tensor: return F.Exp.apply(self.cast(least_upper_float(self.dtype)))  # type: ignore[no-any-return]
-  def log(self) -> Tensor: return F.Log.apply(self.cast(least_upper_float(self.dtype)))  # type: ignore[no-any-return]
-  def sqrt(self) -> Tensor: return F.Sqrt.apply(self.cast(least_upper_float(self.dtype)))  # type: ignore[no-any-return]
-  def sin(self) -> Tensor: return F.Sin.apply(self.cast(least_upper_float(self.dtype)))  # type: ignore[no-any-return]
-  def cos(self) -> Tensor: return (math.pi / 2 - self.cast(least_upper_float(self.dtype))).sin()
+  def _float_math(self, fn: Callable[[Tensor], Tensor]) -> Tensor:
+    """fn(self) as a float: ints as the default float; float16 and bfloat16 computed in float32 and rounded once at the
+    end, as torch computes them (with every step rounded to half, float16 exp was 3 ulp off and gelu(-3.5) 39%)."""
+    if (dt := self.dtype) in (dtypes.float16, dtypes.bfloat16):
+      return fn(self.cast(dtypes.float32)).cast(dt)
+    return fn(self if dtypes.is_float(dt) else self.cast(least_upper_float(dt)))
+
+  def reciprocal(self) -> Tensor: return self._float_math(F.Reciprocal.apply)
+  def exp(self) -> Tensor: return self._float_math(F.Exp.apply)
+  def log(self) -> Tensor: return self._float_math(F.Log.apply)
+  def sqrt(self) -> Tensor: return self._float_math(F.Sqrt.apply)
+  def sin(self) -> Tensor: return self._float_math(F.Sin.apply)
   def relu(self) -> Tensor: return F.Relu.apply(self)  # type: ignore[no-any-return]
-  def sigmoid(self) -> Tensor: return F.Sigmoid.apply(self.cast(least_upper_float(self.dtype)))  # type: ignore[no-any-return]
-  def tanh(self) -> Tensor: return 2.0 * ((2.0 * self).sigmoid()) - 1.0
+  def sigmoid(self) -> Tensor: return self._float_math(F.Sigmoid.apply)
   def square(self) -> Tensor: return self * self
-  def abs(self) -> Tensor: return self.relu() + (-self).relu()
-  def sign(self) -> Tensor: return self._zero_grad((self > 0).cast(self.dtype) - (self < 0).cast(self.dtype))
-  def exp2(self) -> Tensor: return (self * math.log(2)).exp()
-  def log2(self) -> Tensor: return self.log() / math.log(2)
-  def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
-  def tan(self) -> Tensor: return self.sin() / self.cos()
-  def sinh(self) -> Tensor: return (self.exp() - (-self).exp()) / 2
-  def cosh(self) -> Tensor: return (self.exp() + (-self).exp()) / 2
-  def asinh(self) -> Tensor: return (self + (self * self + 1).sqrt()).log()
-  def acosh(self) -> Tensor: return (self + (self * self - 1).sqrt()).log()
-  def atanh(self) -> Tensor: return ((1 + self) / (1 - self)).log() / 2
+
+  def abs(self) -> Tensor:
+    if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:  # (-x of an unsigned int wraps: relu(-x) isn't 0)
+      return self
+    if not dtypes.is_float(self.dtype):  # the minimum stays itself, as torch's (it has no positive twin)
+      return (self < 0).where(-self, self)
+    return self.relu() + (-self).relu()
+
+  def sign(self) -> Tensor:
+    if self.dtype == dtypes.bool:
+      return self
+    return self._zero_grad((self > 0).cast(self.dtype) - (self < 0).cast(self.dtype))
+
+  def exp2(self) -> Tensor: return self._float_math(lambda x: (x * math.log(2)).exp())
+  def log2(self) -> Tensor: return self._float_math(lambda x: x.log() / math.log(2))
+  def rsqrt(self) -> Tensor: return self._float_math(lambda x: x.sqrt().reciprocal())
+  def tan(self) -> Tensor: return self._float_math(lambda x: x.sin() / x.cos())
   def lerp(self, end: Tensor | Scalar, weight: Tensor | Scalar) -> Tensor: return self + (end - self) * weight
   def isnan(self) -> Tensor: return self != self
 
@@ -1103,7 +1119,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     f = (self + 0.5).floor()
     tie = (f - self) == 0.5
     odd = (f * 0.5).floor() * 2 != f
-    return self._zero_grad((tie & odd).where(f - 1, f))
+    big = 2.0 ** {dtypes.float64: 52, dtypes.float16: 10, dtypes.bfloat16: 7}.get(self.dtype, 23)
+    # floats this large are already integers, and x + 0.5 would round (8388609 + 0.5 is 8388610 in float32)
+    return self._zero_grad((self.abs() < big).where((tie & odd).where(f - 1, f), self))
 
   def maximum(self, x: Tensor | Scalar) -> Tensor:
     a, b = self._broadcasted(x)
@@ -1113,7 +1131,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return ((a < b) | (b != b)).detach().where(b, (a == b).detach().where((a + b) * 0.5, a))
 
   def minimum(self, x: Tensor | Scalar) -> Tensor:
-    return -((-self).maximum(-x))
+    a, b = self._broadcasted(x)
+    if not dtypes.is_float(a.dtype):  # (-x wraps for unsigned ints and at a signed int's minimum)
+      return (b < a).detach().where(b, a)
+    return -((-a).maximum(-b))
 
   def clip(self, min_: Scalar | None = None, max_: Scalar | None = None) -> Tensor:
     """Clamp into [min_, max_] (either may be None: no bound); the gradient passes where the input is inside, bounds
@@ -1181,7 +1202,13 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def pow(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
     """self ** x (x ** self with reverse), with torch's gradients: at a zero base, for negative bases (integer exponents
     only: nan otherwise) and for the exponent (b**e * ln b, 0 where b == 0 and e >= 0)."""
+    if not dtypes.is_float(self.dtype) and isinstance(x, float) and not reverse:  # an int tensor to a float power: floats
+      return self.cast(least_upper_float(self.dtype)).pow(x)
+    if self.dtype == dtypes.bool and not reverse:  # bools to a power are ints, as torch's
+      return self.cast(dtypes.default_int).pow(x)
     if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x):
+      if x < 0 and not dtypes.is_float(self.dtype):
+        raise ValueError("Integers to negative integer powers are not allowed (as torch): cast the tensor to a float first")
       if x == 0:  # 1 everywhere (nan included), still in the graph so its gradient is 0 as in torch
         return Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device).where(1.0 if dtypes.is_float(self.dtype) else 1, self)
       if x == 0.5:
@@ -1189,15 +1216,32 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       if x == int(x) and 0 < abs(x) <= 1024:  # integer powers by multiplication: exact, as torch's
         return self._int_pow(int(x)) if x > 0 else self.reciprocal()._int_pow(-int(x))
     base, ex = self._broadcasted(x, reverse)
-    if not dtypes.is_float(base.dtype):
-      base, ex = base.cast(dtypes.default_float), ex.cast(dtypes.default_float)
+    if not dtypes.is_float(base.dtype):  # ints to int powers are ints, exact (and wrapping) as torch's, not float32's
+      return base._int_pow_tensor(ex)
     return F.Pow.apply(base, ex)  # type: ignore[no-any-return]
+
+  def _int_pow_tensor(self, e: Tensor) -> Tensor:
+    """self ** e elementwise for int (or bool) tensors: square-and-multiply over every bit of e, in one kernel. A
+    negative power is 0 except for a base of 1 (1) and -1 (+-1), as torch."""
+    if self.dtype == dtypes.bool:
+      return self.cast(dtypes.default_int)._int_pow_tensor(e.cast(dtypes.default_int))
+    out, b, k = Tensor.ones(self.shape, dtype=self.dtype, device=self.device), self, e
+    for _ in range(e.dtype.itemsize * 8 - (0 if dtypes.is_unsigned(e.dtype) else 1)):
+      out = ((k & 1) != 0).where(out * b, out)
+      b, k = b * b, k >> 1
+    if dtypes.is_unsigned(e.dtype):
+      return out
+    odd = (e & 1) != 0
+    negative = (self == 1).where(1, (self == -1).where(odd.where(-1, 1), 0)).cast(self.dtype)
+    return (e < 0).where(negative, out)
 
   def where(self, x: Tensor | Scalar, y: Tensor | Scalar) -> Tensor:
     cond = self.cast(dtypes.bool) if self.dtype != dtypes.bool else self
     if not isinstance(x, Tensor):
-      x = Tensor(LazyBuffer.full(x, (), dtypes.from_py(x) if not isinstance(y, Tensor) else least_upper_dtype(dtypes.from_py(x), y.dtype)
-                                 if isinstance(x, float) and not dtypes.is_float(y.dtype) else y.dtype, cond.device))
+      if isinstance(y, Tensor):  # the scalar takes y's dtype unless its kind is wider, as in y + x (an int with bools: int)
+        y, x = y._broadcasted(x)
+      else:
+        x = Tensor(LazyBuffer.full(x, (), dtypes.from_py(x), cond.device))
     xb, yb = x._broadcasted(y)
     shape = _broadcast_shape(cond.shape, xb.shape)
     return F.Where.apply(cond._broadcast_to(shape), xb._broadcast_to(shape), yb._broadcast_to(shape))  # type: ignore[no-any-return]
@@ -1353,9 +1397,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
 
   def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
     """sqrt(var), with torch's gradient where the deviation is 0: 0, not sqrt's inf times 0 (nan stays nan)."""
-    v = self.var(axis, keepdim, correction)
+    # the root of the float32 variance of a half tensor, rounded once: half's variance itself may pass 65504
+    v = self._upcast_half().var(axis, keepdim, correction)
     zero = v == 0
-    return zero.where(0.0, zero.where(1.0, v).sqrt())
+    return zero.where(0.0, zero.where(1.0, v).sqrt()).cast(self._out_float())
 
   def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     """Product over `axis`: ints and bools to int64 as sum; half floats multiply in float32 and are cast back."""
@@ -1389,7 +1434,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
 
   def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
     if axis is None:
-      return self.flatten().argmax(0)
+      out = self.flatten().argmax(0)
+      return out.reshape((1,) * self.ndim) if keepdim else out
     ax = self._resolve_axis(axis)
     n = _concrete(self.shape[ax])
     is_max = self == self.max(ax, keepdim=True)
@@ -1410,6 +1456,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       raise ShapeError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({self.shape[-1]} != {w.shape[-min(n2, 2)]})")
     x = self.reshape(self.shape[:-1] + (1,) * min(n1 - 1, n2 - 1, 1) + self.shape[-1:])
     wt = w.reshape(w.shape[:-2] + (1,) * min(n1 - 1, n2 - 1, 1) + w.shape[-min(n2, 2):]).transpose(-1, -min(n2, 2))
+    if (dt := least_upper_dtype(x.dtype, wt.dtype)) in (dtypes.float16, dtypes.bfloat16):
+      # products in float32 too, as torch: 300 * 300 passes float16's 65504 though the dot product may not
+      return (x.cast(dtypes.float32) * wt.cast(dtypes.float32)).sum(-1).cast(dt)
     return (x * wt).sum(-1)
 
   @staticmethod

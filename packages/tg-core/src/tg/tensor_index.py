@@ -4,14 +4,19 @@ Basic indices are movement ops (shrink, flip, reshape), so they cost nothing. Te
 select with one-hot masks that are summed over: `x[idx]` is sum_j where(idx == j, x[j], 0). That is
 O(size of the indexed axis) work per output element, the price of expressing a gather with movement
 and elementwise ops only.
+
+An index out of range would match nothing and select 0, so it is an error (IndexOutOfRangeError, as torch): a Python
+int or a list of indices is checked now; an index tensor lives on the device, and `_range_guard` registers a lazy
+check of it (tg.divcheck's guards: one small reduction, read when the result is realized).
 """
 from __future__ import annotations
 
 import numbers
 from typing import TYPE_CHECKING, Any
 
+import tg.divcheck as divcheck
 from tg.dtype import dtypes
-from tg.errors import IndexShapeError, ShapeError
+from tg.errors import IndexOutOfRangeError, IndexShapeError, ShapeError
 from tg.lazy import LazyBuffer
 from tg.shape.symbolic import Node, sint
 
@@ -19,13 +24,14 @@ if TYPE_CHECKING:
   from tg.tensor import Tensor
 
 
-def _as_index_tensor(idx: Any, device: str) -> Tensor | None:
-  """A list, numpy array or Tensor of integers as an int32 Tensor; None for anything else."""
+def _as_index(idx: Any) -> Tensor | Any | None:
+  """An integer Tensor as is, a list or numpy array of integers as an integer numpy array (checked against its axis's
+  size on the host, then made a tensor); None for anything else."""
   from tg.tensor import Tensor
   if isinstance(idx, Tensor):
     if dtypes.is_float(idx.dtype):
       raise IndexError(f"tensors used as indices must be integer or bool, not {idx.dtype}")
-    return idx.cast(dtypes.int32) if idx.dtype != dtypes.bool else None
+    return idx if idx.dtype != dtypes.bool else None
   if isinstance(idx, list) or type(idx).__module__ == "numpy":
     import numpy as np
     arr = np.asarray(idx)
@@ -35,8 +41,57 @@ def _as_index_tensor(idx: Any, device: str) -> Tensor | None:
       arr = arr.astype(np.int32)
     if not np.issubdtype(arr.dtype, np.integer):
       raise IndexError(f"indices must be integers, got {arr.dtype}")
-    return Tensor(arr.astype(np.int32), device=device)
+    return arr
   return None
+
+
+def _wide(t: Tensor) -> Tensor:
+  """Integer indices in a dtype that holds both their values and the axis sizes compared with them (an int8 index into
+  300 elements can't be compared with 300 in int8): int32, or their own dtype where that is wider."""
+  return t if t.dtype in (dtypes.int32, dtypes.int64, dtypes.uint32, dtypes.uint64) else t.cast(dtypes.int32)
+
+
+def _range_guard(results: list[Tensor], idx: Tensor, lo: int, hi: int, error: divcheck.ErrorFn, keep: Tensor | None = None) -> None:
+  """Make `results` raise error(an offending value) where an element of the integer tensor `idx` (where `keep`) is
+  outside [lo, hi): at once when that is known now (a constant index), else when one is realized, through a lazy
+  guard (tg.divcheck), one small reduction of idx shared by them. The results are the op's value and its one-hot
+  mask: the backward pass reads the mask, not the value, so a step that only realizes the gradients is checked too."""
+  from tg.multi import MultiLazyBuffer
+  from tg.tensor import _parts
+  if 0 in idx.shape:
+    return
+  w = _wide(idx)
+  bad = w >= hi
+  if lo > 0 or not dtypes.is_unsigned(w.dtype):  # (an unsigned index is never below 0)
+    bad = bad | (w < lo)
+  if keep is not None:
+    bad = bad & keep
+
+  def detail() -> LazyBuffer:  # the failure path only: the largest value above the range, else the smallest below
+    d = bad.where(w, 0)
+    mx = d.max()
+    v = (mx > 0).where(mx, d.min())
+    lb = (v.to(v.device[0]) if isinstance(v.device, tuple) else v).lazydata
+    assert isinstance(lb, LazyBuffer)
+    return lb
+
+  flag = bad.any()
+  fl = flag.lazydata if isinstance(flag.lazydata, LazyBuffer) and flag.lazydata.is_unrealized_const() else flag.contiguous().lazydata
+  # every part of a sharded result is guarded, by the flag on its device where there is one
+  flags = fl.to_axis(None).lbs if isinstance(fl, MultiLazyBuffer) else [fl]
+  on = {f.device: f for f in flags}
+  for rp in _parts([r.lazydata for r in results]):
+    divcheck.guard(rp, on.get(rp.device, flags[0]), error, detail)
+
+
+def _bounds_error(dim: int, size: int, op: str = "") -> divcheck.ErrorFn:
+  """The error of an index out of range for axis `dim` of `size` elements: torch's message, prefixed with the op."""
+  valid = f"[{-size}, {size})" if not op else f"[0, {size})"
+
+  def error(value: int | None) -> BaseException:
+    which = f"index {value}" if value is not None else "an index"
+    return IndexOutOfRangeError(f"{op + ': ' if op else ''}{which} is out of bounds for dimension {dim} with size {size} (valid: {valid})")
+  return error
 
 
 def _split_indices(indices: Any) -> tuple[Any, ...]:
@@ -68,6 +123,16 @@ def _writable_target(t: Tensor, indices: Any) -> Tensor | None:
   return target if isinstance(tl, LazyBuffer) and tl.base is lb.base and tl.writable_view() else None
 
 
+def _check_targets(results: list[Tensor], target: Tensor, n_classes: int, ignore_index: int, keep: Tensor) -> None:
+  """A loss's class targets (other than `keep`'s ignore_index) out of [0, n_classes) make the results (the loss, the
+  one-hot mask that picks the targets) raise when realized (torch: IndexError "Target 3 is out of bounds."): a one-hot
+  of such a target picks nothing, a silently wrong loss and gradient."""
+  def error(value: int | None) -> BaseException:
+    which = f"Target {value}" if value is not None else "A target"
+    return IndexOutOfRangeError(f"{which} is out of bounds: the classes are 0 to {n_classes - 1} (or ignore_index={ignore_index})")
+  _range_guard(results, target, 0, n_classes, error, keep)
+
+
 class IndexingMixin:
   def _take_every(self: Tensor, axis: int, step: int) -> Tensor:  # type: ignore[misc]
     """Every step-th element along `axis`, as pad + reshape + shrink."""
@@ -81,8 +146,8 @@ class IndexingMixin:
     return x.reshape(self.shape[:axis] + (out,) + self.shape[axis + 1:])
 
   def __getitem__(self: Tensor, indices: Any) -> Tensor:  # type: ignore[misc]
-    indices = _split_indices(indices)
-    indices = tuple(_as_index_tensor(i, self.device) if _as_index_tensor(i, self.device) is not None else i for i in indices)
+    from tg.tensor import Tensor
+    indices = tuple(i if (a := _as_index(i)) is None else a for i in _split_indices(indices))
     if any(type(i).__name__ == "Tensor" and i.dtype == dtypes.bool for i in indices):
       raise IndexError("indexing with a boolean mask needs its data to know the output size: use masked_fill or where")
     if sum(1 for i in indices if i is Ellipsis) > 1:
@@ -98,11 +163,20 @@ class IndexingMixin:
     x, dim = self, 0
     new_shape: list[sint] = []
     tensor_axes: list[tuple[int, Tensor]] = []  # (axis in the result of the basic indexing, index tensor)
+    dims: list[int | None] = []  # of each index tensor: its axis in self (for the error), None where checked on the host
     for idx in indices:
       if idx is None:
         new_shape.append(1)
         continue
       size = x.shape[dim]
+      if type(idx).__module__ == "numpy":  # a list or array of indices: known now, so checked now (no guard)
+        if idx.size and isinstance(size, int) and not (-size <= int(idx.min()) and int(idx.max()) < size):
+          bad = int(idx.max()) if int(idx.max()) >= size else int(idx.min())
+          raise _bounds_error(dim, size)(bad)
+        idx = Tensor(idx.astype("int32"), device=self.device)  # (in range: the cast changes no value)
+        dims.append(None)
+      elif type(idx).__name__ == "Tensor":
+        dims.append(dim)
       if type(idx).__name__ == "Tensor":
         tensor_axes.append((len(new_shape), idx))
         new_shape.append(size)
@@ -145,11 +219,12 @@ class IndexingMixin:
         new_shape.append(x.shape[dim])
       dim += 1
     x = x.reshape(tuple(new_shape))
-    return x._index_with_tensors(tensor_axes) if tensor_axes else x
+    return x._index_with_tensors(tensor_axes, dims) if tensor_axes else x
 
-  def _index_with_tensors(self: Tensor, tensor_axes: list[tuple[int, Tensor]]) -> Tensor:  # type: ignore[misc]
+  def _index_with_tensors(self: Tensor, tensor_axes: list[tuple[int, Tensor]], dims: list[int | None]) -> Tensor:  # type: ignore[misc]
     """x[..., I1, ..., Im, ...] for integer tensors at `tensor_axes`, with numpy's placement of the
-    broadcast index shape: where the first index was if the indexed axes are adjacent, else in front."""
+    broadcast index shape: where the first index was if the indexed axes are adjacent, else in front. Each index
+    tensor with a dim (its axis in the tensor indexed, for the error) gets its range checked."""
     from tg.tensor import Tensor, _broadcast_shape, _concrete
     axes = [a for a, _ in tensor_axes]
     try:
@@ -162,7 +237,9 @@ class IndexingMixin:
     mask: Tensor | None = None
     for k, (a, t) in enumerate(tensor_axes):
       n = _concrete(self.shape[a])
-      t = (t < 0).where(t + n, t)  # negative indices count from the end
+      t = _wide(t)
+      t = (t < 0).where(t + n, t)  # negative indices count from the end (out of range ones are __getitem__'s error)
+      t = t.cast(dtypes.int32) if t.dtype != dtypes.int32 else t
       hot_shape = (1,) * (len(bshape) + len(rest)) + tuple(n if j == k else 1 for j in range(len(axes)))
       hot = t._broadcast_to(bshape).reshape(tuple(bshape) + (1,) * (len(rest) + len(axes))) == Tensor.arange(n, device=self.device).reshape(hot_shape)
       mask = hot if mask is None else (mask & hot)
@@ -170,6 +247,10 @@ class IndexingMixin:
     zero = 0.0 if dtypes.is_float(self.dtype) else 0
     out = mask.where(xp, zero).sum(tuple(range(-len(axes), 0)))
     out = out.cast(self.dtype) if out.dtype != self.dtype else out
+    for (a, t), dim in zip(tensor_axes, dims):
+      if dim is not None:
+        n = _concrete(self.shape[a])
+        _range_guard([out, mask], t, -n, n, _bounds_error(dim, n))
     adjacent = axes == list(range(axes[0], axes[0] + len(axes)))
     if adjacent and axes[0] > 0:  # the index shape goes where the indexed axes were
       nb, before = len(bshape), sum(1 for a in rest if a < axes[0])
@@ -198,6 +279,8 @@ class IndexingMixin:
       return
     n = _concrete(self.numel())
     positions = Tensor.arange(n, device=self.device).reshape(self.shape)[indices]
+    if any(isinstance(i, Tensor) for i in _split_indices(indices)):
+      positions.realize()  # an index tensor out of range raises here (its guard), before anything is written: as torch
     while v.ndim > positions.ndim and v.shape[0] == 1:  # extra leading size-1 axes broadcast away, as numpy
       v = v.reshape(v.shape[1:])
     v = v.cast(self.dtype)._broadcast_to(positions.shape).flatten()
@@ -221,4 +304,6 @@ class IndexingMixin:
     x = x.unsqueeze(-1).transpose(d, -1)  # the gathered axis last, a size-1 axis in its place
     hot = index.unsqueeze(-1) == Tensor.arange(n, device=self.device)
     out = hot.where(x, 0.0 if dtypes.is_float(self.dtype) else 0).sum(-1)
-    return out.cast(self.dtype) if out.dtype != self.dtype else out
+    out = out.cast(self.dtype) if out.dtype != self.dtype else out
+    _range_guard([out, hot], index, 0, n, _bounds_error(d, n, "gather"))  # as torch, no negative indices
+    return out

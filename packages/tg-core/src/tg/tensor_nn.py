@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from tg.dtype import dtypes
 from tg.errors import DTypeError, ShapeError, TgArgumentError
 from tg.helpers import make_pair
+from tg.tensor_index import _check_targets
 
 if TYPE_CHECKING:
   from tg.tensor import Tensor
@@ -19,11 +20,12 @@ class NNMixin:
   # where a function has a kink, the gradient there is torch's choice (written as where(...), not as relu sums)
   def relu6(self: Tensor) -> Tensor: return self.hardtanh(0, 6)  # type: ignore[misc]
   def leakyrelu(self: Tensor, neg_slope: float = 0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)  # type: ignore[misc]
-  def elu(self: Tensor, alpha: float = 1.0) -> Tensor: return (self > 0).where(self, (self.exp() - 1) * alpha)  # type: ignore[misc]
-  def quick_gelu(self: Tensor) -> Tensor: return self * (self * 1.702).sigmoid()  # type: ignore[misc]
-  def silu(self: Tensor) -> Tensor: return self * self.sigmoid()  # type: ignore[misc]
+  # (the activations below that compose several float ops compute half floats in float32, as torch: see _float_math)
+  def elu(self: Tensor, alpha: float = 1.0) -> Tensor: return self._float_math(lambda x: (x > 0).where(x, x.expm1() * alpha))  # type: ignore[misc]
+  def quick_gelu(self: Tensor) -> Tensor: return self._float_math(lambda x: x * (x * 1.702).sigmoid())  # type: ignore[misc]
+  def silu(self: Tensor) -> Tensor: return self._float_math(lambda x: x * x.sigmoid())  # type: ignore[misc]
   def swish(self: Tensor) -> Tensor: return self.silu()  # type: ignore[misc]
-  def mish(self: Tensor) -> Tensor: return self * self.softplus().tanh()  # type: ignore[misc]
+  def mish(self: Tensor) -> Tensor: return self._float_math(lambda x: x * x.softplus().tanh())  # type: ignore[misc]
   def hardswish(self: Tensor) -> Tensor: return (self <= -3).where(0.0, (self >= 3).where(self, self * (self + 3) * (1 / 6)))  # type: ignore[misc]
 
   def hardtanh(self: Tensor, min_val: float = -1, max_val: float = 1) -> Tensor:  # type: ignore[misc]
@@ -36,19 +38,22 @@ class NNMixin:
     return 1.0507009873554804934193349852946 * self.elu(1.6732632423543772848170429916717)
 
   def celu(self: Tensor, alpha: float = 1.0) -> Tensor:  # type: ignore[misc]
-    return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
+    return self._float_math(lambda x: x.maximum(0) + (alpha * (x / alpha).expm1()).minimum(0))
 
   def gelu(self: Tensor) -> Tensor:  # type: ignore[misc]
-    """The tanh approximation (torch's gelu(approximate="tanh")), as tinygrad."""
-    return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
+    """The tanh approximation (torch's gelu(approximate="tanh")), as tinygrad: 0.5 x (1 + tanh(z)), computed as the
+    equal x sigmoid(2z), whose small values far left keep their relative precision (1 + tanh(z) cancels there)."""
+    return self._float_math(lambda x: x * ((2 * math.sqrt(2 / math.pi)) * (x + 0.044715 * x * x * x)).sigmoid())
 
   def hardsigmoid(self: Tensor, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:  # type: ignore[misc]
     return (self <= -beta / alpha).where(0.0, (self >= (1 - beta) / alpha).where(1.0, alpha * self + beta))
 
   def softplus(self: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:  # type: ignore[misc]
     """log(1 + exp(beta*x)) / beta; linear above `threshold` (as torch), where exp would overflow."""
-    bx = self * beta
-    return (bx > threshold).where(self, (1 + bx.minimum(threshold).exp()).log() * (1 / beta))
+    def value(x: Tensor) -> Tensor:  # log1p: exp(bx) far left is below 1's ulp (float16 softplus(-10) was 0)
+      bx = x * beta
+      return (bx > threshold).where(x, bx.minimum(threshold).exp().log1p() * (1 / beta))
+    return self._float_math(value)
 
   # ---------- softmax family ----------
   # half floats are computed in float32 and cast back (as torch): a sum of exps or squares passes 65504 easily
@@ -224,9 +229,12 @@ class NNMixin:
     # picked with where, not multiplied by a 0/1 mask: a -inf log-probability of another class times 0 would be nan
     nll = -target.where(log_probs, 0.0).sum()
     if label_smoothing == 0:
-      return nll / keep.sum().maximum(1)
-    smooth = -keep.where(log_probs.mean(-1), 0.0).sum()
-    return ((1 - label_smoothing) * nll + label_smoothing * smooth) / keep.sum().maximum(1)
+      out = nll / keep.sum().maximum(1)
+    else:
+      smooth = -keep.where(log_probs.mean(-1), 0.0).sum()
+      out = ((1 - label_smoothing) * nll + label_smoothing * smooth) / keep.sum().maximum(1)
+    _check_targets([out, target], Y, n_classes, ignore_index, keep)
+    return out
 
   def nll_loss(self: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100,  # type: ignore[misc]
                reduction: str = "mean") -> Tensor:
@@ -287,6 +295,6 @@ def _nll(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int,
   if smoothing:
     smooth = -keep.where((lp if weight is None else lp * weight).sum(-1), 0.0)
     loss = (1 - smoothing) * loss + smoothing / n_classes * smooth
-  if reduction == "none":
-    return loss[0] if one else loss
-  return loss.sum() if reduction == "sum" else loss.sum() / w.sum()
+  out = (loss[0] if one else loss) if reduction == "none" else loss.sum() if reduction == "sum" else loss.sum() / w.sum()
+  _check_targets([out, pick], tgt, n_classes, ignore_index, keep)
+  return out

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from tg.codegen.tensor_core import TensorCorePlan, operand_as
 from tg.codegen.uops import UOp, UOps
-from tg.dtype import DType, PtrDType, dtypes
+from tg.dtype import ConstType, DType, PtrDType, dtypes
 from tg.helpers import prod
 from tg.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, MetaOps, Op, ReduceOps, TernaryOps, UnaryOps
 from tg.renderer import Renderer
@@ -655,12 +655,12 @@ class Lowerer:
     unmasked = None
     if self.stored_where is not None and nvalid == self.stored_where:  # invalid only where nothing is stored
       if op.op is BufferOps.CONST:
-        return UOp.const(dt, op.arg.val)
+        return UOp.const(dt, self._const_val(op))
       if (unmasked := self._unmasked_index(nidx, nvalid)) is not None:
         nvalid = NumNode(1)
     idx, valid = unmasked if unmasked is not None else self._uop(nidx), self._uop(nvalid).cast(dtypes.bool)
     if op.op is BufferOps.CONST:
-      c = UOp.const(dt, op.arg.val)
+      c = UOp.const(dt, self._const_val(op))
       return c if valid.op is UOps.CONST and valid.arg else valid.alu(TernaryOps.WHERE, c, UOp.const(dt, 0))
     buf = self.buffer(op.arg)
     ldt = self._element(op.arg).vec(lanes)
@@ -669,6 +669,13 @@ class Lowerer:
     else:
       ld = UOp(UOps.LOAD, ldt, (buf, idx, valid, UOp.const(ldt, 0)))
     return _bf16_to_float(ld) if ldt.scalar() != op.arg.dtype else ld
+
+  def _const_val(self, op: LazyOp) -> ConstType:
+    """A CONST's value; an emulated bfloat16 one is held in a float32, so it is rounded to bfloat16 here, or the float32
+    literal would carry digits the bfloat16 has not (0.1 compared unequal to a bfloat16 tensor's 0.1)."""
+    if self.emulate_bf16 and op.arg.dtype == dtypes.bfloat16:
+      return dtypes.as_const(op.arg.val, dtypes.bfloat16)
+    return op.arg.val  # type: ignore[no-any-return]
 
   def _masked_load(self, op: LazyOp, lanes: list[tuple[Node, Node]]) -> UOp:
     """Consecutive elements whose validity differs by lane (a padded image's row at its edges): one vector LOAD

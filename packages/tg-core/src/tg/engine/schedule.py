@@ -98,7 +98,7 @@ def _visit(x: LazyBuffer, realize: dict[LazyBuffer, None], visited: set[LazyBuff
   if x is not b and b.op is not MetaOps.CONST:
     if any(v.mask is not None for v in x.st.views):
       realize[b] = None  # unsafe pad: see module docstring
-    elif _expands(x.st):
+    elif _expands(x.st) and not _cast_of_loaded(b):
       realize[b] = None  # read through a broadcast: computing it inline would repeat the work per copy
   if b in visited:
     return
@@ -110,6 +110,14 @@ def _visit(x: LazyBuffer, realize: dict[LazyBuffer, None], visited: set[LazyBuff
       realize[s.base] = None  # a copy moves whole buffers
   if b in out_bases or b.forced_realize:
     realize[b] = None
+
+
+def _cast_of_loaded(b: LazyBuffer) -> bool:
+  """Casts of a realized buffer or a constant: read through a broadcast they cost a convert per copy, less than a
+  buffer of their own would (a half matmul's operands, cast to float32 for its products, were copied out whole first)."""
+  while b.op in (UnaryOps.CAST, UnaryOps.BITCAST):
+    b = b.srcs[0].base
+  return b.realized is not None or b.op is MetaOps.CONST
 
 
 def _place(b: LazyBuffer, seen: set[LazyBuffer], realize: dict[LazyBuffer, None], order: dict[LazyBuffer, None]) -> None:
