@@ -227,7 +227,10 @@ def _run_jobs(items: Sequence[Any], device: Callable[[Any], str], prepare: Calla
     sys.setswitchinterval(min(switch, SWITCH_S))
     for it in items:
       outputs, inputs, launch = prepare(it)
-      handed.append((it, d.submit(device(it), outputs, inputs, launch)))
+      with hold_sigint():  # handed out and noted as one step: a Ctrl-C between the two left a job that ran unmarked (an
+        # in-place write then ran again on the next realize: w.assign(w * 3 - 2) applied twice), or one noted that
+        # never reached its stream (the wait below then hung)
+        handed.append((it, d.submit(device(it), outputs, inputs, launch)))
   finally:
     sys.setswitchinterval(switch)
     with hold_sigint():  # every job handed out ends, and each that ran is marked, before the caller goes on: Ctrl-C waits
