@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tg.dtype import DType, dtypes
 from tg.errors import AxisError, DTypeError, ShapeError, TgArgumentError
+from tg.tensor_index import _bounds_error, _range_guard
 
 if TYPE_CHECKING:
   from tg.tensor import Tensor
@@ -507,17 +508,24 @@ class SelectMixin:
       return self
     n, m = _concrete(self.shape[d]), _concrete(index.numel())
     hot = index.reshape(m, 1) == Tensor.arange(n, device=self.device, dtype=index.dtype).reshape(1, n)  # (m, n)
+    _range_guard([hot], index, 0, n, _bounds_error(d, n, "index_select"))  # (an index matching nothing selected 0)
     x = self.movedim(d, -1).unsqueeze(-2)  # (..., 1, n)
     return hot.where(x, _zero(self.dtype)).sum(-1).cast(self.dtype).movedim(-1, d)
 
-  def _index_hot(self: Tensor, dim: int, index: Tensor, name: str) -> tuple[int, int, Tensor]:  # type: ignore[misc]
-    """Check a 1-d index of positions along `dim`; the axis, len(index), and its one-hot (len(index), size of dim)."""
+  def _index_hot(self: Tensor, dim: int, index: Tensor, name: str, from_end: bool = False) -> tuple[int, int, Tensor]:  # type: ignore[misc]
+    """Check a 1-d index of positions along `dim` (negative ones counted from the end with `from_end`); the axis,
+    len(index), and its one-hot (len(index), size of dim). An index out of range raises when the result is realized
+    (it matched nothing: wrote nowhere)."""
     from tg.tensor import Tensor, _concrete
     d = self._dim(dim)
     if index.ndim > 1 or dtypes.is_float(index.dtype) or index.dtype == dtypes.bool:
       raise TgArgumentError(f"{name}: index must be a 0-d or 1-d integer tensor, got {index.dtype} of shape {index.shape}")
     m, n = _concrete(index.numel()), _concrete(self.shape[d]) if self.ndim else 1
-    return d, m, index.reshape(m, 1) == Tensor.arange(n, device=self.device, dtype=index.dtype).reshape(1, n)
+    lo = -n if from_end and not dtypes.is_unsigned(index.dtype) else 0
+    at = (index < 0).where(index + n, index) if lo else index
+    hot = at.reshape(m, 1) == Tensor.arange(n, device=self.device, dtype=index.dtype).reshape(1, n)
+    _range_guard([hot], index, lo, n, _bounds_error(d, n, "" if lo else name))
+    return d, m, hot
 
   def _index_source(self: Tensor, d: int, m: int, source: Tensor, name: str) -> Tensor:  # type: ignore[misc]
     """source checked to be self's shape with m at d, in self's dtype, with d moved last and a size-1 axis after it."""
@@ -557,7 +565,7 @@ class SelectMixin:
   def index_fill(self: Tensor, dim: int, index: Tensor, value: Tensor | Any) -> Tensor:  # type: ignore[misc]
     """self with `value` (a number or 0-d tensor) at the positions `index` along `dim` (torch.index_fill)."""
     from tg.tensor import Tensor
-    d, _, hot = self._index_hot(dim, index, "index_fill")
+    d, _, hot = self._index_hot(dim, index, "index_fill", from_end=True)  # (torch's index_fill alone counts from the end)
     v = value.cast(self.dtype) if isinstance(value, Tensor) else Tensor.full((), value, device=self.device).cast(self.dtype)
     return (hot.any() if self.ndim == 0 else self._along(d, hot.any(0))).where(v, self)
 

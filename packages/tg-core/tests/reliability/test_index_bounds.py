@@ -252,3 +252,34 @@ def test_out_of_range_raises_on_jit_replay():
     for _ in range(3):
       g(Tensor([4]).realize(), Tensor([2]).realize())
     g(Tensor([4]).realize(), Tensor([0]).realize())
+
+
+# ---------- index_select, index_add, index_copy, index_fill ----------
+def test_index_ops_out_of_range_raise_as_torch():
+  """An index matching nothing selected 0 or wrote nowhere. torch raises for each; index_fill alone counts negative
+  indices from the end."""
+  t = torch.from_numpy(X.copy())
+  x = Tensor(X)
+  src = np.ones((1, 4), dtype=np.float32)
+  cases = {
+    "index_select": lambda i: x.index_select(0, Tensor([i])),
+    "index_add": lambda i: x.index_add(0, Tensor([i]), Tensor(src)),
+    "index_copy": lambda i: x.index_copy(0, Tensor([i]), Tensor(src)),
+    "index_fill": lambda i: x.index_fill(0, Tensor([i]), 7.0),
+  }
+  ref = {
+    "index_select": lambda i: t.index_select(0, torch.tensor([i])),
+    "index_add": lambda i: t.index_add(0, torch.tensor([i]), torch.from_numpy(src)),
+    "index_copy": lambda i: t.index_copy(0, torch.tensor([i]), torch.from_numpy(src)),
+    "index_fill": lambda i: t.index_fill(0, torch.tensor([i]), 7.0),
+  }
+  for name, op in cases.items():
+    for i in (0, 2):
+      np.testing.assert_equal(op(i).numpy(), ref[name](i).numpy(), err_msg=name)
+    _raises(IndexError, op(3).numpy, "index 3 is out of bounds for dimension 0 with size 3")
+    if name == "index_fill":
+      np.testing.assert_equal(op(-1).numpy(), ref[name](-1).numpy())
+      _raises(IndexError, op(-4).numpy, "index -4 is out of bounds")
+    else:
+      _raises(IndexError, op(-1).numpy, "index -1 is out of bounds", name)
+  assert (x + 1).sum().item() == X.sum() + 12  # and the process goes on
