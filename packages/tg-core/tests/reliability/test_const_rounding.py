@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from tg import Tensor, dtypes
+from tg import Device, Tensor, dtypes
 from tg.device import is_dtype_supported
 
 torch = pytest.importorskip("torch")
@@ -25,8 +25,12 @@ VALUES = [0.1, -0.1, 1 / 3, 2.5e-5, 65504.0, 65519.0, 65520.0, 1e5, -1e5, 3.3961
 DOUBLE_ROUNDS = 1 + 2**-11 + 2**-40
 
 
+def _has(dt):
+  return is_dtype_supported(dt) and dt not in getattr(Device[Device.DEFAULT].renderer, "missing_dtypes", ())
+
+
 def _skip_missing(dt):
-  if not is_dtype_supported(dt):
+  if not _has(dt):
     pytest.skip(f"the device has no {dt}")
 
 
@@ -82,7 +86,8 @@ def test_f16_full_overflow_folded_cast_is_inf():
   assert t.item() == math.inf
   assert t.float().item() == math.inf
   assert Tensor.full((), -1e5, dtype=dtypes.float16).float().item() == -math.inf
-  assert Tensor.full((), 1e5, dtype=dtypes.float16).cast(dtypes.float64).item() == math.inf
+  if _has(dtypes.float64):
+    assert Tensor.full((), 1e5, dtype=dtypes.float16).cast(dtypes.float64).item() == math.inf
 
 
 def test_f32_full_cast_to_f64_is_float32_value():
@@ -193,6 +198,8 @@ def test_values_match_numpy_rounding():
 def test_signed_zero_constants_stay_apart():
   """-0.0 and 0.0 are one key apart in the shared-constant cache, and a tiny value rounding to a zero keeps its sign.
   (x + 0.0 folds to x by design, -0.0 included: test_lazy's identities, so addition is not checked here.)"""
+  if Device.DEFAULT == "WEBGPU":
+    pytest.skip("WGSL doesn't promise signed zeros (WebGPU's driver here flushes -0.0 products to 0.0)")
   x = Tensor([-0.0, 0.0, 1.0])
   for _ in range(2):  # the second time from the cache
     assert _same((x * -0.0).tolist(), [0.0, -0.0, -0.0])

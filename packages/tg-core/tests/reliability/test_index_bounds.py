@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tg import Tensor, TinyJit, divcheck, dtypes
+from tg import Device, Tensor, TinyJit, divcheck, dtypes
 from tg.nn import Embedding
 
 X = np.arange(12, dtype=np.float32).reshape(3, 4)
@@ -77,7 +77,8 @@ def test_index_dtypes_in_range_and_wide_values():
 
 def test_int64_index_that_would_wrap_to_int32_raises():
   x = Tensor([1., 2., 3.])
-  _raises(IndexError, lambda: x[Tensor([2**32 + 1], dtype=dtypes.int64)].tolist(), "out of bounds")  # not x[1]
+  if dtypes.int64 not in getattr(Device[Device.DEFAULT].renderer, "missing_dtypes", ()):
+    _raises(IndexError, lambda: x[Tensor([2**32 + 1], dtype=dtypes.int64)].tolist(), "out of bounds")  # not x[1]
   _raises(IndexError, lambda: x[np.array([2**32 + 1])], "out of bounds")
 
 
@@ -140,7 +141,8 @@ def test_gather_matches_torch():
   x = rng.standard_normal((3, 5)).astype(np.float32)
   for d in (0, 1):
     idx = rng.integers(0, x.shape[d], size=(3, 4) if d == 1 else (2, 5))
-    np.testing.assert_equal(Tensor(x).gather(d, Tensor(idx)).numpy(), torch.from_numpy(x).gather(d, torch.from_numpy(idx)).numpy())
+    got = Tensor(x).gather(d, Tensor(idx.astype(np.int32))).numpy()  # (int32: a device may have no int64)
+    np.testing.assert_equal(got, torch.from_numpy(x).gather(d, torch.from_numpy(idx)).numpy())
 
 
 def test_take_along_dim_out_of_range_raises():

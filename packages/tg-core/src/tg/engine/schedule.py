@@ -113,11 +113,11 @@ def _visit(x: LazyBuffer, realize: dict[LazyBuffer, None], visited: set[LazyBuff
 
 
 def _cast_of_loaded(b: LazyBuffer) -> bool:
-  """Casts of a realized buffer or a constant: read through a broadcast they cost a convert per copy, less than a
+  """Casts of a realized (or empty: Tensor.empty) buffer or a constant: read through a broadcast they cost a convert per copy, less than a
   buffer of their own would (a half matmul's operands, cast to float32 for its products, were copied out whole first)."""
   while b.op in (UnaryOps.CAST, UnaryOps.BITCAST):
     b = b.srcs[0].base
-  return b.realized is not None or b.op is MetaOps.CONST
+  return b.realized is not None or b.op in (MetaOps.CONST, MetaOps.EMPTY)
 
 
 def _place(b: LazyBuffer, seen: set[LazyBuffer], realize: dict[LazyBuffer, None], order: dict[LazyBuffer, None]) -> None:
