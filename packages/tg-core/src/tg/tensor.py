@@ -1055,9 +1055,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def _float_math(self, fn: Callable[[Tensor], Tensor]) -> Tensor:
     """fn(self) as a float: ints as the default float; float16 and bfloat16 computed in float32 and rounded once at the
     end, as torch computes them (with every step rounded to half, float16 exp was 3 ulp off and gelu(-3.5) 39%)."""
-    if (dt := self.dtype) in (dtypes.float16, dtypes.bfloat16):
-      return fn(self.cast(dtypes.float32)).cast(dt)
-    return fn(self if dtypes.is_float(dt) else self.cast(least_upper_float(dt)))
+    return fn(self._upcast_half()).cast(self._out_float())  # (the float a reduction computes in, and its result's)
 
   def reciprocal(self) -> Tensor: return self._float_math(F.Reciprocal.apply)
   def exp(self) -> Tensor: return self._float_math(F.Exp.apply)
