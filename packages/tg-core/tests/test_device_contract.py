@@ -9,6 +9,7 @@ from toy_helpers import needs_toy, run_py
 from tg import Device, Tensor
 from tg.device import Compiled
 from tg.plugins import DeviceSpec, PluginError, device_spec, split_device
+from tg.testing import second_instance
 
 
 def test_split_device() -> None:
@@ -32,7 +33,7 @@ def test_spec_parts_must_be_factories() -> None:
 @pytest.mark.parametrize("base", ["PYTHON", "DEFAULT"])
 def test_every_instance_gets_its_own_parts(base: str) -> None:
   base = split_device(Device.DEFAULT)[0] if base == "DEFAULT" else base
-  a, b = Device[base], Device[f"{base}:1"]
+  a, b = Device[base], Device[second_instance(base)]
   assert isinstance(a, Compiled) and isinstance(b, Compiled) and a is not b
   for part in ("allocator", "renderer", "compiler"):
     assert getattr(a, part) is not getattr(b, part), part

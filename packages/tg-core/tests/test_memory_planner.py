@@ -18,6 +18,7 @@ from tg.engine.schedule import ScheduleItem, create_schedule
 from tg.nn import Linear
 from tg.nn.optim import Adam
 from tg.nn.state import get_parameters, safe_load, safe_save
+from tg.testing import second_instance
 
 # the planner carves small buffers out of freed big ones only where the allocator can make views
 HAS_VIEWS = type(Device[Device.DEFAULT].allocator).view is not Allocator.view
@@ -242,7 +243,7 @@ def test_copies_from_disk_and_between_devices(tmp_path) -> None:
   fn = tmp_path / "w.safetensors"
   safe_save({"x": Tensor(x_np), "w": Tensor(w_np)}, fn)
   disk = safe_load(fn)
-  dev, other = Device.DEFAULT, f"{Device.DEFAULT}:1"
+  dev, other = Device.DEFAULT, second_instance()
   x, w = disk["x"].to(dev), disk["w"].to(dev)  # copies whose buffers on dev are intermediates
   y = ((x @ w).relu() @ w).to(other)  # the product moves to a second instance of the device
   w_other = disk["w"][2:6].to(other)  # a slice of the file: a view of the mapped DISK buffer

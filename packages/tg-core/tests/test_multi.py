@@ -12,6 +12,7 @@ from tg.errors import ShapeError
 from tg.multi import MultiLazyBuffer
 from tg.nn.optim import SGD, Adam
 from tg.nn.state import get_parameters, get_state_dict, load_state_dict
+from tg.testing import second_instance
 
 rng = np.random.default_rng(0)
 
@@ -28,7 +29,7 @@ def devs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> tup
     monkeypatch.setattr(streams, "MIN_ITEM_S", 0.0)
   else:
     monkeypatch.setattr(STREAMS, "value", 0)
-  return (Device.DEFAULT, f"{Device.DEFAULT}:1")
+  return (Device.DEFAULT, second_instance())
 
 
 def _np(shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:

@@ -17,6 +17,7 @@ from tg import Device, GlobalCounters, Tensor
 from tg.engine import realize, streams
 from tg.runtime import cpu
 from tg.settings import STREAMS
+from tg.testing import second_instance
 
 rng = np.random.default_rng(1)
 
@@ -26,7 +27,7 @@ def devs(monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
   if not streams.host_cores(Device.DEFAULT):
     pytest.skip("only CPU devices run instances side by side")
   monkeypatch.setattr(streams, "MIN_ITEM_S", 0.0)  # however small the work
-  return (Device.DEFAULT, f"{Device.DEFAULT}:1")
+  return (Device.DEFAULT, second_instance())
 
 
 def _threads_of_launches(monkeypatch: pytest.MonkeyPatch) -> dict[str, set[str]]:

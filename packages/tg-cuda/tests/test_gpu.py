@@ -56,9 +56,11 @@ def test_graph_launch_and_update(gpu: CUDADriver) -> None:
   gpu.copyin(c, memoryview(x + 1).cast("B"))
 
   def node(src: int) -> tuple[object, object]:
+    # the struct only points at kernelParams: the array itself must stay alive too (it was freed here once: a segfault
+    # in cuGraphAddKernelNode on a real GPU, which the mock driver, reading it later, never showed)
     params, alive = pack_params([a, src], [x.size])
     return ffi.new("CUDA_KERNEL_NODE_PARAMS*", {"func": prg.fn, "gridDimX": 2, "gridDimY": 1, "gridDimZ": 1, "blockDimX": 64, "blockDimY": 1,
-                                                "blockDimZ": 1, "kernelParams": params}), alive
+                                                "blockDimZ": 1, "kernelParams": params}), (params, alive)
   graph = gpu.graph_create()
   p, _alive = node(b)
   n = gpu.graph_add_kernel(graph, [], p)

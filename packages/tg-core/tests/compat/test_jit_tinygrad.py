@@ -14,6 +14,7 @@ import pytest
 from tg import Device, GlobalCounters, Tensor, TinyJit, Variable
 from tg.engine.jit import JitError, JitInputError
 from tg.settings import Context
+from tg.testing import second_instance
 
 rng = np.random.default_rng(0)
 
@@ -307,7 +308,7 @@ def test_changed_inputs_raise_an_error_that_is_an_assertion_error(change: str) -
   bad: dict[str, Callable[[], Tensor]] = {
     "shape": lambda: f(Tensor(_arr(5))),
     "dtype": lambda: f(Tensor(np.ones(4, np.int32))),
-    "device": lambda: f(Tensor(_arr(4), device=f"{Device.DEFAULT.split(':')[0]}:1")),
+    "device": lambda: f(Tensor(_arr(4), device=second_instance())),
     "kwargs": lambda: f(Tensor(_arr(4)), b=Tensor(_arr(4))),
   }
   with pytest.raises(JitInputError, match="inputs changed") as e:

@@ -242,6 +242,14 @@ def _interrupted_at(n: int, codes: set, fn) -> bool:
     sys.settrace(None)
 
 
+def _opcode_events_reach_a_traced_call() -> bool:
+  """Whether this Python delivers opcode events to a frame whose call event turned them on (_interrupted_at's method).
+  Python 3.12.3 doesn't (seen on a GPU machine's Python): the tests that need it skip there rather than fail."""
+  def probe() -> int:
+    return sum(range(3))
+  return _interrupted_at(1, {probe.__code__}, probe)
+
+
 def test_ctrl_c_at_any_bytecode_of_a_graph_node_keeps_buffer_ownership_sound(monkeypatch):
   """A Ctrl-C inside LazyBuffer.__init__ or set_buffer leaves a half-made node whose __del__ runs at once. It must
   neither raise (CI once printed 'Exception ignored in LazyBuffer.__del__: no attribute _base') nor count an owner
@@ -251,6 +259,8 @@ def test_ctrl_c_at_any_bytecode_of_a_graph_node_keeps_buffer_ownership_sound(mon
   from tg.device import Buffer
   from tg.lazy import LazyBuffer
   from tg.ops import MetaOps
+  if not _opcode_events_reach_a_traced_call():
+    pytest.skip(f"Python {sys.version.split()[0]} delivers no opcode trace events to a frame that turns them on in its call event")
   unraisable: list = []
   monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
   target = Tensor.ones(4).realize()

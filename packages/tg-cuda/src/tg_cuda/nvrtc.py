@@ -104,13 +104,19 @@ def _read(prog: Any, size_fn: Any, get_fn: Any) -> bytes:
   return bytes(ffi.buffer(buf, size[0]))
 
 
-@functools.cache
-def first_compile() -> None:
+_first_compile_done = False
+
+
+def first_compile(virtual_arch: str) -> None:
   """Compile a trivial kernel, once per process. NVRTC's first compile in a process puts its own SIGINT handler in
   place for about 20 ms, and that handler calls exit(4) from inside the signal handler (where exit can deadlock in
   malloc: a hang). Doing that compile when the CUDA device opens moves the window out of the user's first realize:
-  a Ctrl-C in a later compile is Python's KeyboardInterrupt, as anywhere else."""
-  compile_cuda('extern "C" __global__ void tg_first_compile(float *a) { a[0] = 0.0f; }', "compute_52", {})
+  a Ctrl-C in a later compile is Python's KeyboardInterrupt, as anywhere else.
+  `virtual_arch` is the device's own (compute_XX): a fixed old one fails on a newer NVRTC (13.x dropped compute_52)."""
+  global _first_compile_done
+  if not _first_compile_done:
+    compile_cuda('extern "C" __global__ void tg_first_compile(float *a) { a[0] = 0.0f; }', virtual_arch, {})
+    _first_compile_done = True
 
 
 def compile_cuda(src: str, arch: str, headers: dict[str, str], options: tuple[str, ...] = ()) -> tuple[bytes, bytes]:

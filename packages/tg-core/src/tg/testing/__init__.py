@@ -65,3 +65,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
       if _matches(item.nodeid, pattern):
         item.add_marker(pytest.mark.xfail(reason=f"known failure on this device: {reason}", strict=False))
         break
+
+
+def second_instance(device: str | None = None) -> str:
+  """`device`'s second instance (DEVICE:1; default: the test device's), for tests that need two instances. Skips the
+  test, saying why, where that instance can't be used (a machine with one GPU has no second GPU instance)."""
+  from tg.device import Device
+  base = (device or Device.DEFAULT).split(":")[0]
+  if (why := Device.availability(f"{base}:1")):
+    pytest.skip(f"needs two instances of {base}: {why}")
+  return f"{base}:1"
