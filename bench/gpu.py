@@ -13,10 +13,12 @@ and exits 0, so it is safe to run anywhere.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +39,7 @@ def _median_time(fn: Callable[[], Any], sync: Callable[[], None], reps: int, war
 class Bench:
   def __init__(self, device: str, quick: bool, torch_device: str = "cuda") -> None:
     import torch
+
     from tg import Device
     self.torch, self.dev, self.quick, self.tdev = torch, device, quick, torch_device
     self.torch_sync = torch.cuda.synchronize if torch_device == "cuda" else (lambda: None)
@@ -63,7 +66,7 @@ class Bench:
 
 def matmuls(b: Bench) -> None:
   for dtype, n in (("float32", 2048 if b.quick else 4096), ("float16", 4096 if b.quick else 8192)):
-    (a_tg, a_t, a_np), (w_tg, w_t, w_np) = b.tensors((n, n), (n, n), dtype=dtype)
+    (a_tg, a_t, _), (w_tg, w_t, _) = b.tensors((n, n), (n, n), dtype=dtype)
     out: dict[str, Any] = {}
     b.row(f"matmul {dtype} {n}", lambda: out.__setitem__("tg", (a_tg @ w_tg).realize()), lambda: out.__setitem__("t", a_t @ w_t),
           2 * n**3, "TFLOP/s", reps=10)
@@ -77,7 +80,7 @@ def memory_bound(b: Bench) -> None:
   b.row(f"sum {n >> 20}M float32", lambda: x_tg.sum().realize(), lambda: x_t.sum(), 4 * n, "GB/s")
   b.row(f"gelu {n >> 20}M float32", lambda: x_tg.gelu().realize(), lambda: b.torch.nn.functional.gelu(x_t, approximate="tanh"), 8 * n, "GB/s")
   rows = 8192
-  ((s_tg, s_t, s_np),) = b.tensors((rows, 4096))
+  ((s_tg, s_t, _),) = b.tensors((rows, 4096))
   b.row(f"softmax {rows}x4096 float32", lambda: s_tg.softmax(-1).realize(), lambda: s_t.softmax(-1), 8 * rows * 4096, "GB/s")
   got = s_tg.softmax(-1).numpy()
   print(f"  softmax max|tg-torch| = {np.abs(got - s_t.softmax(-1).cpu().numpy()).max():.2e}")
@@ -89,7 +92,7 @@ def mlp_step(b: Bench) -> None:
   torch = b.torch
   batch, sizes = 512, (784, 2048, 2048, 10)
   rng = np.random.default_rng(0)
-  ws = [(rng.standard_normal((o, i), dtype=np.float32) * (2 / i) ** 0.5, np.zeros(o, np.float32)) for i, o in zip(sizes, sizes[1:])]
+  ws = [(rng.standard_normal((o, i), dtype=np.float32) * (2 / i) ** 0.5, np.zeros(o, np.float32)) for i, o in itertools.pairwise(sizes)]
   x_np, y_np = rng.standard_normal((batch, sizes[0]), dtype=np.float32), rng.integers(0, 10, batch)
   layers = []
   for w, bias in ws:
@@ -126,7 +129,7 @@ def mlp_step(b: Bench) -> None:
     loss.backward()
     topt.step()
 
-  flops = 6 * batch * sum(i * o for i, o in zip(sizes, sizes[1:]))
+  flops = 6 * batch * sum(i * o for i, o in itertools.pairwise(sizes))
   b.row(f"MLP {'-'.join(map(str, sizes))} Adam, TinyJit", lambda: step(x, y), tstep, flops, "TFLOP/s")
 
 

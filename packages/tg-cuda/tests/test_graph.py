@@ -81,13 +81,15 @@ def test_a_graph_node_keeps_its_function() -> None:
   buf = driver.alloc(4)
   driver.copyin(buf, memoryview(np.zeros(1, np.float32)).cast("B"))
 
-  def node(fn: object) -> tuple[object, object]:
+  def node(fn: object) -> tuple[object, object]:  # the struct, and the arrays it points to (alive while it is used)
     params, alive = pack_params([buf], [])
     return ffi.new("CUDA_KERNEL_NODE_PARAMS*", {"func": fn, "gridDimX": 1, "gridDimY": 1, "gridDimZ": 1, "blockDimX": 1, "blockDimY": 1,
-                                                "blockDimZ": 1, "kernelParams": params}), alive
+                                                "blockDimZ": 1, "kernelParams": params}), (params, alive)
   graph = driver.graph_create()
-  n1 = driver.graph_add_kernel(graph, [], node(k1.fn)[0])
-  driver.graph_add_kernel(graph, [n1], node(k2.fn)[0])  # its params were freed right away: the node holds copies
+  p1, p2 = node(k1.fn), node(k2.fn)
+  n1 = driver.graph_add_kernel(graph, [], p1[0])
+  driver.graph_add_kernel(graph, [n1], p2[0])
+  del p1, p2  # freed once added: the nodes hold copies of the parameters
   ex = driver.graph_instantiate(graph)
   driver.graph_launch(ex)
   driver.graph_launch(ex)

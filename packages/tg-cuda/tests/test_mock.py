@@ -128,3 +128,37 @@ def test_memory_is_checked_like_the_driver(driver: MockDriver) -> None:
   driver.free(ptr)
   with pytest.raises(CUDAError, match="not an allocation"):
     driver.free(ptr)
+
+
+AXPB = """
+extern "C" __global__ void __launch_bounds__(64) axpb(float* __restrict__ out, const float* __restrict__ x, const int a, const int b) {
+  int i = blockIdx.x * 64 + threadIdx.x;
+  out[i] = x[i] * a + b;
+}
+"""
+
+
+def test_a_program_relaunched_gets_each_launch_s_own_arguments(driver: MockDriver) -> None:
+  """A program refills one set of kernelParams launch after launch; threads launching it at once pack their own, so
+  no launch ever sees another's buffers or values."""
+  import threading
+  prg = _program(driver, AXPB, "axpb")
+  x = np.arange(128, dtype=np.float32)
+  xs = _upload(driver, x)
+  errors: list[str] = []
+
+  def worker(t: int) -> None:
+    out = driver.alloc(x.nbytes)
+    for j in range(30):
+      prg(out, xs, global_size=(2,), local_size=(64,), vals=(t + 2, j))
+      got = _download(driver, out, x)
+      if not np.array_equal(got, x * (t + 2) + j):
+        errors.append(f"thread {t} launch {j}: {got[:3]}")
+  threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+  for th in threads:
+    th.start()
+  for th in threads:
+    th.join()
+  assert not errors, errors[:3]
+  worker(7)  # and one thread alone, reusing the arrays every launch
+  assert not errors, errors[:3]

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import tg.divcheck as divcheck
 import tg.function as F
 from tg.device import Buffer, Device, is_dtype_supported
-from tg.dtype import PLAIN_FLOATS, ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
+from tg.dtype import PLAIN_FLOATS, ConstType, DType, dtypes, least_upper_dtype, least_upper_float, round_float, to_dtype
 from tg.engine.realize import realize_lazybuffers
 from tg.engine.schedule import ScheduleItem, create_schedule
 from tg.errors import AxisError, DTypeError, GradientError, ShapeError, TgArgumentError
@@ -181,6 +181,8 @@ class _TensorMeta(type):
     else:
       super().__setattr__(name, value)
 
+
+_HALF_FLOATS = (dtypes.float16, dtypes.bfloat16)
 
 class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMeta):
   """A multi-dimensional array on a device, with autograd.
@@ -982,8 +984,19 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       return self
     return self.reshape((1,) * (len(shape) - self.ndim) + self.shape).expand(shape)
 
+  def _half_with_scalar(self, y: object, exact_ok: bool = True) -> bool:
+    """Whether `self * y` or `self / y` must be computed in float32 and rounded to self's half dtype once: y a Python
+    float and self float16/bfloat16, where the half dtype doesn't hold y exactly (exact_ok=False: always). torch's
+    mul and div keep such a scalar in float32: `float16(0.001) * 1e5` is 100.06, where rounding 1e5 to float16 first
+    gave inf. (torch's add and sub round the scalar to the half dtype, `float16(-65000) + 1e5` is inf there: so here.)"""
+    return type(y) is float and (dt := self.lazydata.dtype) in _HALF_FLOATS and y == y and (not exact_ok or round_float(y, dt) != y)
+
   def add(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor: return F.Add.apply(*self._broadcasted(x, reverse))  # type: ignore[no-any-return]
-  def mul(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor: return F.Mul.apply(*self._broadcasted(x, reverse))  # type: ignore[no-any-return]
+
+  def mul(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    if self._half_with_scalar(x):
+      return self.cast(dtypes.float32).mul(x, reverse).cast(self.dtype)
+    return F.Mul.apply(*self._broadcasted(x, reverse))  # type: ignore[no-any-return]
 
   def sub(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
     a, b = self._broadcasted(x, reverse)
@@ -997,6 +1010,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       return self.floordiv(x, reverse)
     if rounding_mode is not None:
       raise TgArgumentError(f"rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
+    if self._half_with_scalar(x, exact_ok=False):  # a half reciprocal of even an exact scalar (1/3) is 1e-3 off
+      return self.cast(dtypes.float32).div(x, reverse).cast(self.dtype)
     a, b = self._broadcasted(x, reverse)
     if not dtypes.is_float(a.dtype):
       a, b = a.cast(least_upper_float(a.dtype)), b.cast(least_upper_float(b.dtype))

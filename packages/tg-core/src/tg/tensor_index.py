@@ -133,6 +133,13 @@ def _check_targets(results: list[Tensor], target: Tensor, n_classes: int, ignore
   _range_guard(results, target, 0, n_classes, error, keep)
 
 
+def _one_hot_error(num_classes: int) -> divcheck.ErrorFn:
+  def error(value: int | None) -> BaseException:
+    which = f"class {value}" if value is not None else "a class"
+    return IndexOutOfRangeError(f"one_hot: {which} is out of range for num_classes={num_classes} (valid: 0 to {num_classes - 1})")
+  return error
+
+
 class IndexingMixin:
   def _take_every(self: Tensor, axis: int, step: int) -> Tensor:  # type: ignore[misc]
     """Every step-th element along `axis`, as pad + reshape + shrink."""

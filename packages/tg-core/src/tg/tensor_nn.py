@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from tg.dtype import dtypes
 from tg.errors import DTypeError, ShapeError, TgArgumentError
 from tg.helpers import make_pair
-from tg.tensor_index import _check_targets
+from tg.tensor_index import _check_targets, _one_hot_error, _range_guard
 
 if TYPE_CHECKING:
   from tg.tensor import Tensor
@@ -214,8 +214,18 @@ class NNMixin:
 
   # ---------- losses ----------
   def one_hot(self: Tensor, num_classes: int) -> Tensor:  # type: ignore[misc]
+    """(..., num_classes) int32 (as tinygrad 0.9.1) with a 1 at each value's class. A value outside [0, num_classes)
+    raises IndexOutOfRangeError when the result is realized (torch raises too; it was a row of zeros)."""
+    if dtypes.is_float(self.dtype) or self.dtype == dtypes.bool:
+      raise TypeError(f"one_hot takes an integer tensor of class indices, not {self.dtype.name}")
+    out = self._one_hot_unchecked(num_classes)
+    _range_guard([out], self, 0, num_classes, _one_hot_error(num_classes))
+    return out
+
+  def _one_hot_unchecked(self: Tensor, num_classes: int) -> Tensor:  # type: ignore[misc]
+    """one_hot where a value outside the classes gives a row of zeros: the losses' ignore_index rows (checked there)."""
     from tg.tensor import Tensor
-    return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.default_int)  # int32, as tinygrad 0.9.1
+    return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.default_int)
 
   def sparse_categorical_crossentropy(self: Tensor, Y: Tensor, ignore_index: int = -1,  # type: ignore[misc]
                                       label_smoothing: float = 0.0) -> Tensor:
@@ -225,7 +235,7 @@ class NNMixin:
     n_classes = _concrete(self.shape[-1])
     log_probs = self.log_softmax(-1)
     keep = (Y != ignore_index)
-    target = Y.one_hot(n_classes).cast(dtypes.bool) & keep.unsqueeze(-1)
+    target = Y._one_hot_unchecked(n_classes).cast(dtypes.bool) & keep.unsqueeze(-1)
     # picked with where, not multiplied by a 0/1 mask: a -inf log-probability of another class times 0 would be nan
     nll = -target.where(log_probs, 0.0).sum()
     if label_smoothing == 0:
@@ -288,7 +298,7 @@ def _nll(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int,
   n_classes = _concrete(lp.shape[1])
   lp = lp.permute(0, *range(2, lp.ndim), 1)  # classes last
   keep = tgt != ignore_index
-  pick = tgt.one_hot(n_classes).cast(dtypes.bool) & keep.unsqueeze(-1)
+  pick = tgt._one_hot_unchecked(n_classes).cast(dtypes.bool) & keep.unsqueeze(-1)
   w = keep.cast(lp.dtype) if weight is None else pick.where(weight, 0.0).sum(-1)
   # picked with where, not multiplied by a 0/1 mask: another class's -inf log-probability times 0 would be nan
   loss = -pick.where(lp, 0.0).sum(-1) * (1.0 if weight is None else w)

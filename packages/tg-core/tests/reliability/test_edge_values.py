@@ -237,3 +237,35 @@ def test_python_ints_past_int32_keep_their_value():
   assert Tensor.arange(2**31 - 2, 2**31 + 2).tolist() == list(range(2**31 - 2, 2**31 + 2))
   with pytest.raises(OverflowError, match="beyond every int dtype"):
     Tensor([2**64])
+
+
+HALVES = [(dtypes.float16, torch.float16), (dtypes.bfloat16, torch.bfloat16)]
+
+
+@pytest.mark.parametrize("dt,tdt", HALVES, ids=["float16", "bfloat16"])
+def test_half_times_or_over_a_python_float_keeps_the_scalar_in_float32(dt, tdt):
+  """torch's mul and div keep a Python float in float32 and round the result once: float16 0.001 * 1e5 is 100.06
+  (the scalar rounded to float16 first is inf, and gave inf). Its add and sub round the scalar to the half dtype:
+  the same here, bit for bit."""
+  _need(dt)
+  x = np.array([0.001, 2.0, -3.5, 300.0, 1e-3, -0.75, 3.0], dtype=np.float32)
+  t, g = torch.tensor(x).to(tdt), Tensor(x).cast(dt)
+  cases = {"* 1e5": lambda a: a * 1e5, "* 0.3": lambda a: a * 0.3, "0.3 *": lambda a: 0.3 * a, "/ 3": lambda a: a / 3.0,
+           "/ 1e-5": lambda a: a / 1e-5, "+ 0.1": lambda a: a + 0.1, "1.1 -": lambda a: 1.1 - a, "* 2": lambda a: a * 2.0}
+  for name, f in cases.items():
+    got, want = f(g).float().numpy(), f(t).float().numpy()
+    if not _strict_ieee():
+      want = np.where(np.isinf(want), 0, want)
+      got = np.where(np.isinf(got), 0, got)
+    np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=str)
+def test_python_float_over_a_half_is_rounded_once(dt):
+  """7.0 / x of a half x: the true quotient rounded once to the half dtype (torch takes x's half reciprocal first and
+  is off by up to an ulp: 7 / 64992 in float16)."""
+  _need(dt)
+  x = np.array([64992.0, 3.0, -7.0, 0.1], dtype=np.float32)
+  xh = Tensor(x).cast(dt)
+  exact = 7.0 / xh.float().numpy().astype(np.float64)
+  np.testing.assert_array_equal((7.0 / xh).float().numpy(), Tensor(exact.astype(np.float32)).cast(dt).float().numpy())

@@ -285,3 +285,22 @@ def test_index_ops_out_of_range_raise_as_torch():
     else:
       _raises(IndexError, op(-1).numpy, "index -1 is out of bounds", name)
   assert (x + 1).sum().item() == X.sum() + 12  # and the process goes on
+
+
+# ---------- one_hot ----------
+@pytest.mark.parametrize("vals, bad", [([0, 3], 3), ([-1, 1], -1), ([2, 7, -2], 7)])
+def test_one_hot_out_of_range_raises(vals, bad):
+  """torch.nn.functional.one_hot raises for a class outside [0, num_classes); here it raised nothing and gave a row of
+  zeros. The losses' ignore_index rows still give zeros inside them (the losses check their targets themselves)."""
+  with pytest.raises(RuntimeError):
+    torch.nn.functional.one_hot(torch.tensor(vals), 3)
+  _raises(IndexError, lambda: Tensor(vals).one_hot(3).numpy(), f"class {bad}", "num_classes=3")
+  np.testing.assert_array_equal(Tensor([0, 2, 1]).one_hot(3).numpy(), np.eye(3, dtype=np.int32)[[0, 2, 1]])
+  logits = Tensor([[1.0, 2.0, 3.0], [3.0, 1.0, 0.5]])
+  want = torch.nn.functional.cross_entropy(torch.tensor(logits.numpy()), torch.tensor([-1, 2]), ignore_index=-1).item()
+  assert logits.sparse_categorical_crossentropy(Tensor([-1, 2])).item() == pytest.approx(want, rel=1e-6)
+
+
+def test_one_hot_takes_integers_only():
+  with pytest.raises(TypeError, match="integer"):
+    Tensor([1.0, 0.0]).one_hot(2)

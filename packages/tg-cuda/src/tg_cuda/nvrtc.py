@@ -112,7 +112,7 @@ def first_compile(virtual_arch: str) -> None:
   place for about 20 ms, and that handler calls exit(4) from inside the signal handler (where exit can deadlock in
   malloc: a hang). Doing that compile when the CUDA device opens moves the window out of the user's first realize:
   a Ctrl-C in a later compile is Python's KeyboardInterrupt, as anywhere else.
-  `virtual_arch` is the device's own (compute_XX): a fixed old one fails on a newer NVRTC (13.x dropped compute_52)."""
+  `virtual_arch` is the device's own (compute_XX): a fixed old one may be gone from a newer NVRTC."""
   global _first_compile_done
   if not _first_compile_done:
     compile_cuda('extern "C" __global__ void tg_first_compile(float *a) { a[0] = 0.0f; }', virtual_arch, {})
