@@ -182,7 +182,6 @@ class _TensorMeta(type):
       super().__setattr__(name, value)
 
 
-_HALF_FLOATS = (dtypes.float16, dtypes.bfloat16)
 
 class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMeta):
   """A multi-dimensional array on a device, with autograd.
@@ -989,7 +988,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     float and self float16/bfloat16, where the half dtype doesn't hold y exactly (exact_ok=False: always). torch's
     mul and div keep such a scalar in float32: `float16(0.001) * 1e5` is 100.06, where rounding 1e5 to float16 first
     gave inf. (torch's add and sub round the scalar to the half dtype, `float16(-65000) + 1e5` is inf there: so here.)"""
-    return type(y) is float and (dt := self.lazydata.dtype) in _HALF_FLOATS and y == y and (not exact_ok or round_float(y, dt) != y)
+    # (identity tests: this runs for every op with a float scalar, and `in` a tuple would call DType.__eq__ for float32)
+    if type(y) is not float or ((dt := self.lazydata.dtype) is not dtypes.float16 and dt is not dtypes.bfloat16):
+      return False
+    return y == y and (not exact_ok or round_float(y, dt) != y)
 
   def add(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor: return F.Add.apply(*self._broadcasted(x, reverse))  # type: ignore[no-any-return]
 
