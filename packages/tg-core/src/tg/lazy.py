@@ -433,15 +433,18 @@ class LazyBuffer:
   def _tree_reduce(self, op: ReduceOps, a: int) -> LazyBuffer:
     """The reduction of axis `a` as a tree of kernels: each reduces runs of m elements into partials (m one of
     _run_lengths() that divides the axis, else the device's leaf, or SUM_LAST for a short axis), until at most
-    SUM_LAST are left for the last kernel. Inside a kernel a run is summed by several accumulators (vector lanes,
-    ACC_CHAINS), so each sequential chain of float adds stays short, whatever n is: with n = 16M, 2048 partials of 8192,
-    then 8 of 256, then the total. The last kernel is that short because a count with no power of two in it (2049
-    partials) gets neither vectors nor unrolled accumulators: one chain. The elements past the last whole run are a
+    SUM_LAST, or one run length, are left for the last kernel. Inside a kernel a run is summed by several accumulators
+    (vector lanes, ACC_CHAINS), so each sequential chain of float adds stays short, whatever n is: with n = 16M and the
+    default leaf, 2048 partials of 8192, then the total of those 2048 (a quarter leaf). Any other count left over is at
+    most SUM_LAST for the last kernel, because a count with no power of two in it (2049 partials) gets neither vectors
+    nor unrolled accumulators: one chain. The elements past the last whole run are a
     tree of their own, combined at the end: a shrink (padding with the identity would make the scheduler realize an
     input whose op isn't 0 at 0, a % or an exp, in full)."""
     n = self.shape[a]
     assert isinstance(n, int)
-    if n <= SUM_LAST:
+    # one kernel when few are left, or when what is left is one run a split kernel could take (it sums it as every
+    # kernel of the tree sums a run: the same chains): 8192 partials of 64M floats were two kernels more (4096 + 2)
+    if n <= SUM_LAST or n in self._run_lengths():
       return LazyBuffer.metaop(op, self.shape[:a] + (1,) + self.shape[a + 1:], self.dtype, self.device, (a,), (self,))
     leaf = self._sum_leaf()
     m = next((m for m in self._run_lengths() if n % m == 0 and n // m >= 2), leaf if n >= 2 * leaf else SUM_LAST)

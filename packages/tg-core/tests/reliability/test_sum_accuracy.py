@@ -122,3 +122,17 @@ def test_sum_bound_holds_on_every_cpu_vector_width(vector_bytes: int) -> None:
   out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
   assert out.returncode == 0, out.stderr
   assert float(out.stdout.split()[-1]) < _bound(1 << 20)
+
+
+def test_the_tree_ends_as_soon_as_one_run_is_left() -> None:
+  """leaf * leaf elements: leaf partials of a leaf each, then one kernel over those partials, which is a run like any
+  other (it was two: a quarter leaf's partials, then their total). 64M floats on a GPU (leaf 8192): 2 kernels."""
+  from tg.engine.schedule import create_schedule
+  renderer = Device[Device.DEFAULT].renderer
+  leaf = getattr(renderer, "reduce_leaf", 0) or 8192
+  kernels = [si for si in create_schedule([Tensor.empty(leaf * leaf).sum().lazydata]) if si.ast.op.name in ("SINK", "STORE")]
+  assert len(kernels) == 2
+  n = leaf * 64  # and the sum is still right: 64 partials, the last kernel's count is short (<= SUM_LAST)
+  _skip_big(n)
+  x = np.random.default_rng(1).random(n, dtype=np.float32)
+  assert _rel_err(x, Tensor(x).sum().item()) < _bound(n)
