@@ -3,7 +3,7 @@ reduction, a 4 x 4 tile per thread for other matmul-like kernels, 4 elements per
 the output axes spread over workgroups.
 
 The choices were timed on an NVIDIA H200 (bench/README.md, "GPU"; 4.8 TB/s by the datasheet, about 4.3 TB/s for a
-device-to-device copy), one kernel at a time, against the alternatives listed with each:
+device-to-device copy), one kernel at a time (bench/gpu_kernels.py), against the alternatives listed with each:
   sum of 64M floats (first level of its tree)  GROUP 32 x LOCAL 32: 66 us, 4.0 TB/s; GROUPTOP 32 x LOCAL 32: 275 us
   gelu of 64M floats                           UPCAST 4 x LOCAL 128: 132 us, 4.1 TB/s; LOCAL 32: 1272 us
   row max of 8192 x 4096 (softmax's reduce)    GROUP 128: 52 us; GROUP 32 x LOCAL 32: 70 us; GROUP 256: 131 us
