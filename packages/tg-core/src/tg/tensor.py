@@ -182,7 +182,6 @@ class _TensorMeta(type):
       super().__setattr__(name, value)
 
 
-
 class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMeta):
   """A multi-dimensional array on a device, with autograd.
 

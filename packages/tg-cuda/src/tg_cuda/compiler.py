@@ -40,7 +40,8 @@ class CUDACompiler(Compiler):
     self.arch, self.mock = arch, mock
     self.headers = _headers()
     nvrtc = nvrtc_version()
-    first_compile(arch.replace("sm_", "compute_"))  # NVRTC's one compile with its own exit(4) SIGINT handler happens now, not in a user's realize
+    # NVRTC's one compile with its own exit(4) SIGINT handler happens now, not in a user's realize
+    first_compile(arch.replace("sm_", "compute_"))
     self.ptxas = usable_ptxas(nvrtc)
     if self.ptxas is not None and driver_cuda is not None and self.ptxas[1][0] > driver_cuda[0]:
       # a cubin of a newer major CUDA release may not load on this driver; NVRTC's own (12.x) always does
