@@ -148,6 +148,12 @@ class dtypes:
     return round_float(float(val), dtype)
 
   @staticmethod
+  def significand_bits(dtype: DType) -> builtins.int:
+    """The bits of a float dtype's significand, the implicit leading one included (float32: 24): integers up to
+    2^bits are exact in it, and a float of magnitude 2^(bits-1) or more is an integer."""
+    return _SIGNIFICAND[dtype.scalar()]
+
+  @staticmethod
   def min(dtype: DType) -> ConstType:
     if dtypes.is_int(dtype):
       return 0 if dtypes.is_unsigned(dtype) else -(2 ** (dtype.itemsize * 8 - 1))
@@ -163,20 +169,22 @@ class dtypes:
 _F32, _F16, _U32 = struct.Struct("<f"), struct.Struct("<e"), struct.Struct("<I")
 
 
-def round_f32(x: float) -> float:
-  """x rounded to float32 (to nearest even), as a C cast from double rounds it: past float32's largest, an infinity."""
+def _packed(st: struct.Struct, x: float) -> float:
+  """x rounded to the float format `st` packs (to nearest even): past its largest, an infinity."""
   try:
-    return _F32.unpack(_F32.pack(x))[0]  # type: ignore[no-any-return]
+    return st.unpack(st.pack(x))[0]  # type: ignore[no-any-return]
   except OverflowError:  # (struct refuses a finite x that rounds to inf)
     return math.copysign(math.inf, x)
 
 
+def round_f32(x: float) -> float:
+  """x rounded to float32, as a C cast from double rounds it."""
+  return _packed(_F32, x)
+
+
 def _round_f16(x: float) -> float:
   """Straight from the double, as a kernel's cast from float64 and numpy round (torch goes through float32 first)."""
-  try:
-    return _F16.unpack(_F16.pack(x))[0]  # type: ignore[no-any-return]
-  except OverflowError:
-    return math.copysign(math.inf, x)
+  return _packed(_F16, x)
 
 
 def _round_bf16(x: float) -> float:
@@ -203,6 +211,7 @@ _by_name: dict[str, DType] = {v.name: v for v in vars(dtypes).values() if isinst
 # each float dtype's rounding, found by one dict lookup (it tries identity first): as_const is on the hot path
 _ROUND: dict[DType, Any] = {dtypes.float32: round_f32, dtypes.float16: _round_f16, dtypes.bfloat16: _round_bf16,
                             dtypes.float64: float}
+_SIGNIFICAND: dict[DType, int] = {dtypes.float64: 53, dtypes.float32: 24, dtypes.float16: 11, dtypes.bfloat16: 8}
 _by_fmt: dict[str, DType] = {v.fmt: v for v in _by_name.values() if v.fmt is not None}
 # the user-facing names ("float32", "int8", ...) for lookups such as Tensor(x, dtype="float32")
 DTYPES_DICT: dict[str, DType] = {k: v for k, v in vars(dtypes).items() if isinstance(v, DType) and not k.startswith("default")}

@@ -580,7 +580,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     bits = Tensor._random_bits(prod(shape), device)
     # as many random bits as the dtype's significand holds, so that the value is exact in it and below 1 (24 bits cast to
     # bfloat16 rounded up to 1.0 about once in 550 draws)
-    keep = {dtypes.float16: 11, dtypes.bfloat16: 8}.get(dtype, 24)
+    keep = min(dtypes.significand_bits(dtype), 24) if dtypes.is_float(dtype) else 24
     u = bits.rshift(32 - keep).cast(dtypes.float32) * (1.0 / (1 << keep))
     return Tensor(u.reshape(shape).cast(dtype).lazydata, device=device, **kwargs)
 
@@ -1133,7 +1133,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     f = (self + 0.5).floor()
     tie = (f - self) == 0.5
     odd = (f * 0.5).floor() * 2 != f
-    big = 2.0 ** {dtypes.float64: 52, dtypes.float16: 10, dtypes.bfloat16: 7}.get(self.dtype, 23)
+    big = 2.0 ** (dtypes.significand_bits(self.dtype) - 1)
     # floats this large are already integers, and x + 0.5 would round (8388609 + 0.5 is 8388610 in float32)
     return self._zero_grad((self.abs() < big).where((tie & odd).where(f - 1, f), self))
 

@@ -76,6 +76,13 @@ def _with_grad(value: Tensor, xs: Sequence[Tensor], partials: Callable[[], Seque
   return _Analytic.apply(value.detach(), *xs, *[d.detach().cast(value.dtype) for d in partials()])  # type: ignore[no-any-return]
 
 
+def _half_exp(a: Tensor) -> Tensor:
+  """exp(a) / 2 for a >= 0, as exp(a/2)^2 / 2: finite up to the float's largest result (exp(a) alone overflows first);
+  sinh and cosh past |x| = 20."""
+  h = (a * 0.5).exp()
+  return (h * 0.5) * h
+
+
 def _signbit(x: Tensor) -> Tensor:
   """x < 0, -0.0 included (its reciprocal is -inf)."""
   return (x < 0) | ((x == 0) & (x.reciprocal() < 0))
@@ -178,10 +185,8 @@ class MathMixin:
     exp(|x|/2)^2 / 2, which stays finite up to float's largest sinh (exp(|x|) alone overflows first)."""
     def value(x: Tensor) -> Tensor:
       a = x.abs()
-      small = a.minimum(20.0)
-      e = small.expm1()
-      h = (a * 0.5).exp()
-      r = (a <= 20).where((e + e / (e + 1)) * 0.5, (h * 0.5) * h)
+      e = a.minimum(20.0).expm1()
+      r = (a <= 20).where((e + e / (e + 1)) * 0.5, _half_exp(a))
       return _signbit(x).where(-r, r)
     return self._unary_float(value, lambda x, _: x.cosh())
 
@@ -190,8 +195,7 @@ class MathMixin:
     def value(x: Tensor) -> Tensor:
       a = x.abs()
       small = a.minimum(20.0)
-      h = (a * 0.5).exp()
-      return (a <= 20).where((small.exp() + (-small).exp()) * 0.5, (h * 0.5) * h)
+      return (a <= 20).where((small.exp() + (-small).exp()) * 0.5, _half_exp(a))
     return self._unary_float(value, lambda x, _: x.sinh())
 
   def asinh(self: Tensor) -> Tensor:  # type: ignore[misc]

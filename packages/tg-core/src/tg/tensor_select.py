@@ -500,15 +500,9 @@ class SelectMixin:
 
   def index_select(self: Tensor, dim: int, index: Tensor) -> Tensor:  # type: ignore[misc]
     """The entries at `index` (1-d) along `dim` (torch.index_select)."""
-    from tg.tensor import Tensor, _concrete
-    d = self._dim(dim)
-    if index.ndim > 1 or dtypes.is_float(index.dtype) or index.dtype == dtypes.bool:
-      raise TgArgumentError(f"index_select: index must be a 0-d or 1-d integer tensor, got {index.dtype} of shape {index.shape}")
+    d, _, hot = self._index_hot(dim, index, "index_select")  # (m, n)
     if self.ndim == 0:
       return self
-    n, m = _concrete(self.shape[d]), _concrete(index.numel())
-    hot = index.reshape(m, 1) == Tensor.arange(n, device=self.device, dtype=index.dtype).reshape(1, n)  # (m, n)
-    _range_guard([hot], index, 0, n, _bounds_error(d, n, "index_select"))  # (an index matching nothing selected 0)
     x = self.movedim(d, -1).unsqueeze(-2)  # (..., 1, n)
     return hot.where(x, _zero(self.dtype)).sum(-1).cast(self.dtype).movedim(-1, d)
 

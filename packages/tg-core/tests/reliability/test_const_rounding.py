@@ -63,21 +63,14 @@ def _torch_full(v, dt):
 
 
 # ---------- the reported cases ----------
-def test_bf16_compare_with_scalar():
-  _skip_missing(dtypes.bfloat16)
-  x = Tensor([0.1], dtype=dtypes.bfloat16)
+@pytest.mark.parametrize("dt", [dtypes.bfloat16, dtypes.float16], ids=str)
+def test_half_compare_with_scalar(dt):
+  _skip_missing(dt)
+  x = Tensor([0.1], dtype=dt)
   assert (x == 0.1).tolist() == [True]
   assert (x > 0.1).tolist() == [False]
   assert (x < 0.1).tolist() == [False]
   assert (x != 0.1).tolist() == [False]
-
-
-def test_f16_compare_with_scalar():
-  _skip_missing(dtypes.float16)
-  x = Tensor([0.1], dtype=dtypes.float16)
-  assert (x == 0.1).tolist() == [True]
-  assert (x > 0.1).tolist() == [False]
-  assert (x < 0.1).tolist() == [False]
 
 
 def test_f16_full_overflow_folded_cast_is_inf():
