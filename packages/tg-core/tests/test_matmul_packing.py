@@ -4,13 +4,15 @@ gradients stay torch's, only the kernels change. Here the size threshold is lowe
 device is told to pack, so every backend runs the packed path on small matrices."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 import tg.lazy
 from tg import Device, Tensor
 from tg.engine.schedule import create_schedule
-from tg.helpers import Context
+from tg.helpers import Context, prod
 
 torch = pytest.importorskip("torch")
 rng = np.random.default_rng(0)
@@ -81,21 +83,71 @@ def test_sides_that_are_not_packed(packing: None, a_shape: tuple[int, ...], b_sh
   np.testing.assert_allclose((Tensor(a_np) @ Tensor(b_np)).numpy(), a_np @ b_np, rtol=1e-4, atol=1e-4)
 
 
-def test_conv_weight_is_packed_and_vectorized_along_output_channels(packing: None) -> None:
-  """A conv's weight moves along the output channels, which its input is broadcast on: it is packed in panels of
-  output channels (the padded input, whose view has masks, is not), and the numbers stay torch's."""
-  x_np, w_np = rng.standard_normal((1, 4, 6, 6)).astype(np.float32), rng.standard_normal((16, 4, 3, 3)).astype(np.float32)
-  out = Tensor(x_np).realize().conv2d(Tensor(w_np).realize(), padding=1)
-  assert sum(1 for si in create_schedule([out.lazydata]) if si.ast.op.name in ("STORE", "SINK")) == 2
+def _conv_kernels(x_shape: tuple[int, ...], w_shape: tuple[int, ...], **kw: Any) -> tuple[list[Any], np.ndarray, np.ndarray]:
+  """The kernels (ScheduleItems) of a conv of realized inputs, and the inputs. The schedule is never run (see _kernels)."""
+  x_np, w_np = rng.standard_normal(x_shape).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32)
+  out = Tensor(x_np).realize().conv2d(Tensor(w_np).realize(), **kw)
+  return [si for si in create_schedule([out.lazydata]) if si.ast.op.name in ("STORE", "SINK")], x_np, w_np
+
+
+def _check_conv_and_grads(x_np: np.ndarray, w_np: np.ndarray, **kw: Any) -> None:
+  """The conv and the gradients of its sum are torch's."""
   x_t, w_t = torch.tensor(x_np, requires_grad=True), torch.tensor(w_np, requires_grad=True)
   x, w = Tensor(x_np, requires_grad=True), Tensor(w_np, requires_grad=True)
-  y, y_t = x.conv2d(w, padding=1), torch.nn.functional.conv2d(x_t, w_t, padding=1)
+  y, y_t = x.conv2d(w, **kw), torch.nn.functional.conv2d(x_t, w_t, **kw)
   np.testing.assert_allclose(y.numpy(), y_t.detach().numpy(), rtol=1e-4, atol=1e-4)
   y.sum().backward()
   y_t.sum().backward()
   assert x.grad is not None and w.grad is not None and x_t.grad is not None and w_t.grad is not None
   np.testing.assert_allclose(w.grad.numpy(), w_t.grad.numpy(), rtol=1e-3, atol=1e-3)
   np.testing.assert_allclose(x.grad.numpy(), x_t.grad.numpy(), rtol=1e-3, atol=1e-3)
+
+
+def _masked_loads(si: Any) -> int:
+  return sum(1 for op in si.ast.lazyops() if op.op.name == "LOAD" and any(v.mask is not None for v in op.arg.st.views))
+
+
+def test_conv_weight_is_packed_and_its_padded_image_copied_once(packing: None) -> None:
+  """A conv's weight moves along the output channels, which its input is broadcast on: it is packed in panels of
+  output channels. Its image is a sliding window (each element read by 9 outputs' windows), which a panel copy would
+  store 9 times; it is copied once instead, padding and all (1 x 4 x 8 x 8 for a 6 x 6 image padded by 1), so that the
+  conv's kernel reads it with no masks. The numbers and the gradients stay torch's."""
+  kernels, x_np, w_np = _conv_kernels((1, 4, 6, 6), (16, 4, 3, 3), padding=1)
+  assert len(kernels) == 3, "the image's padded copy, the weight's panels, the conv"
+  copies = sorted(prod(si.ast.arg.st.shape) for si in kernels[:-1])
+  assert copies == [4 * 8 * 8, 16 * 4 * 3 * 3], copies
+  assert _masked_loads(kernels[-1]) == 0
+  _check_conv_and_grads(x_np, w_np, padding=1)
+
+
+def test_unpadded_conv_reads_its_image_in_place(packing: None) -> None:
+  """Without padding the image is read as it is: only the weight is copied (an im2col copy of the image would be 9
+  times its size)."""
+  kernels, x_np, w_np = _conv_kernels((2, 4, 9, 10), (16, 4, 3, 3))
+  assert len(kernels) == 2 and prod(kernels[0].ast.arg.st.shape) == 16 * 4 * 3 * 3
+  _check_conv_and_grads(x_np, w_np)
+
+
+def test_a_padding_larger_than_the_image_keeps_its_masks(packing: None) -> None:
+  """A copy of a padded region more than MAX_PADDED_COPY times the image (3 x 3 padded by 4: 11 x 11) isn't made: the
+  conv reads the image through its masks, with the same numbers."""
+  from tg.engine.packing import MAX_PADDED_COPY
+  kernels, x_np, w_np = _conv_kernels((1, 4, 3, 3), (16, 4, 3, 3), padding=4)
+  assert 11 * 11 > MAX_PADDED_COPY * 3 * 3
+  assert len(kernels) == 2 and _masked_loads(kernels[-1]) > 0
+  _check_conv_and_grads(x_np, w_np, padding=4)
+
+
+def test_a_padded_matmul_operand_is_packed_from_its_view(packing: None) -> None:
+  """A padded operand that is packed in panels anyway (A of A @ B, padded along K) is copied once, into its panels,
+  straight from the padded view: no padded copy first."""
+  a_np, b_np = rng.standard_normal((16, 20)).astype(np.float32), rng.standard_normal((24, 32)).astype(np.float32)
+  a, b = Tensor(a_np).realize(), Tensor(b_np).realize()
+  out = a.pad(((0, 0), (2, 2))) @ b
+  kernels = [si for si in create_schedule([out.lazydata]) if si.ast.op.name in ("STORE", "SINK")]
+  assert len(kernels) == 3 and _masked_loads(kernels[-1]) == 0
+  ref = np.pad(a_np, ((0, 0), (2, 2))) @ b_np
+  np.testing.assert_allclose((Tensor(a_np).pad(((0, 0), (2, 2))) @ Tensor(b_np)).numpy(), ref, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("rows", [4, 2])
@@ -138,8 +190,8 @@ def test_small_matmuls_are_not_packed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_cpu_heuristics_vectorize_a_packed_conv_along_output_channels(monkeypatch: pytest.MonkeyPatch) -> None:
   """A packed weight's output channels fill whole vectors: the tile is the target's register tile, its vectors along
-  the channels and its rows along the output columns (the image is padded, its loads masked: the tile takes the
-  fewer rows where two tiles tie)."""
+  the channels and its rows along the output columns, though the image (read from its padded copy, with no masks) is
+  contiguous along them too."""
   from tg.codegen.heuristics.cpu import register_tile, renderer_target
   from tg.codegen.kernel import Kernel, OptOps
   from tg.dtype import dtypes
@@ -147,7 +199,7 @@ def test_cpu_heuristics_vectorize_a_packed_conv_along_output_channels(monkeypatc
   width = renderer.vector_width(dtypes.float32)
   if renderer.global_ids or width < 8:  # 12 columns: not a whole number of vectors of 8 or 16 floats (they would be of 4)
     pytest.skip(f"{Device.DEFAULT} gets the workgroup heuristics or has no 8-float vectors")
-  tile = register_tile(renderer_target(renderer), costly_rows=True)
+  tile = register_tile(renderer_target(renderer))
   monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS", 0)
   monkeypatch.setattr(renderer, "matmul_panel", width)
   x_np, w_np = rng.standard_normal((1, 4, 8, 12)).astype(np.float32), rng.standard_normal((4 * width, 4, 3, 3)).astype(np.float32)

@@ -4,7 +4,8 @@ Building the graph only notes the candidates (`tg.lazy.pack_candidates`: a SUM o
 `tg.lazy.PACK_MIN_MACS` multiply-adds, with PACK on), asking no device anything. Here each candidate's device's
 renderer decides: with `Renderer.matmul_panel` p > 1, each operand that has an output axis of its own is read from a
 copy of it laid out in panels along that axis (see `packed_product`), so that the register tile reads one sequential
-stream. The copies are ordinary kernels (CONTIGUOUS) of the same schedule.
+stream; an operand read through a padding that isn't packed (a conv's image) is read from a copy of its padded region,
+with no masks. The copies are ordinary kernels (CONTIGUOUS) of the same schedule.
 
 It runs before the schedule cache computes the graph's structure: a graph built again the same way is rewritten the
 same way, so its structure, and the plan found for it, include the packing copies.
@@ -14,8 +15,14 @@ from __future__ import annotations
 import weakref
 
 from tg.device import Device
+from tg.helpers import prod
 from tg.lazy import LazyBuffer, add_reader, pack_candidates
 from tg.ops import BinaryOps, ReduceOps
+from tg.shape.shapetracker import ShapeTracker
+
+# a padded operand is read from a copy of its padded region (see _unpadded) only while that copy holds at most this many
+# times the elements the padding surrounds: a conv's padding of 1 around 56 x 56 is 1.07
+MAX_PADDED_COPY = 2
 
 
 def pack_noted() -> None:
@@ -40,19 +47,54 @@ def _panels(x: LazyBuffer, own: int, p: int) -> LazyBuffer:
   return packed.permute(tuple(order.index(i) for i in range(len(order)))).reshape(compact.shape).expand(x.shape)
 
 
+def _unpadded(x: LazyBuffer) -> LazyBuffer | None:
+  """x, an operand read through a padding (a view with a mask: a conv's padded image), as the same view of a copy of the
+  padded region, so that the sum's kernel reads it with no mask; None when x has no mask, or the copy would be large.
+
+  A masked read is a select in the innermost loop, on every load of the operand: a CPU can't keep such an operand in a
+  broadcast register tile (measured on bench/'s 3x3 conv, one thread of a Zen 3 EPYC: 46 GFLOP/s masked, 74 from a
+  padded copy, which costs one pass over the image). The copy is the masked view's own shape without the axes it
+  broadcasts along (a pooled image repeats the padded image along its window axes), those broadcast again after it,
+  then the views above the masked one as they were."""
+  views = x.st.views
+  last = max((i for i, v in enumerate(views) if v.mask is not None), default=None)
+  if last is None or not all(isinstance(s, int) for v in views for s in v.shape):
+    return None
+  v = views[last]
+  assert v.mask is not None
+  if any(st == 0 and (lo, hi) != (0, n) for st, n, (lo, hi) in zip(v.strides, v.shape, v.mask)):
+    return None  # a broadcast axis cut by the mask: its copies differ, one copy of it would not do
+  region = tuple((0, 1) if st == 0 else (0, n) for st, n in zip(v.strides, v.shape))
+  valid = prod(hi - lo for st, (lo, hi) in zip(v.strides, v.mask) if st != 0)
+  if prod(hi for _, hi in region) > MAX_PADDED_COPY * max(1, valid):  # type: ignore[operator]
+    return None
+  copy = x.base._view(ShapeTracker(views[:last + 1])).shrink(region).contiguous().expand(v.shape)
+  return copy._view(copy.st + ShapeTracker(views[last + 1:]))
+
+
+def _window_copy(x: LazyBuffer, axis: tuple[int, ...]) -> bool:
+  """x reads some of its elements more than once along the sum's output and reduce axes (a conv's image: a sliding
+  window, its output columns and window columns stepping through the same memory). A panel copy of it would store every
+  window apart, an im2col of (window) times the image's size; reading it in place reads each element from cache."""
+  reads = prod(s for s, st in zip(x.shape, x.st.real_strides()) if st != 0)
+  return bool(reads > x.base.st.size)  # type: ignore[operator]
+
+
 def packed_product(mul: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer | None:
   """`mul`, the product summed over `axis` by a large matmul-like sum (a matmul, a conv) on a device that packs, computed
   from copies of its operands laid out in panels; None when nothing is packed. An operand's own axes are the output axes
   it moves along and the other operand is broadcast on (A's rows, B's columns, a conv weight's output channels); p of
   the innermost one at a time become the operand's innermost axis, after the reduce axes, so that a register tile p
   wide reads it as one sequential stream (p is Renderer.matmul_panel for the tile's vector side, matmul_panel_rows for
-  its rows). An operand is packed when that axis is a multiple of its p (at least two panels) and its view has plain
-  strides."""
+  its rows). An operand is packed when that axis is a multiple of its p (at least two panels), its view has plain
+  strides once its padding is taken off (`_unpadded`), and it reads no element twice (`_window_copy`). An operand that
+  isn't packed is read from its padded copy (`_unpadded`), if it has one."""
   renderer = Device[mul.device].renderer
   p = renderer.matmul_panel if renderer is not None else 0
   if p < 2 or mul.op is not BinaryOps.MUL or not all(isinstance(s, int) for s in mul.shape):
     return None
-  srcs, strides = mul.srcs, [s.st.real_strides() for s in mul.srcs]
+  srcs = tuple(_unpadded(x) or x for x in mul.srcs)
+  strides = [s.st.real_strides() for s in srcs]
   if any(all(st[k] == 0 for k in axis) for st in strides):
     return None  # an operand that doesn't move along the reduction: not a contraction
   owns, packable = [], []
@@ -60,15 +102,17 @@ def packed_product(mul: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer | None:
     own = [i for i in range(len(mul.shape)) if i not in axis and mine[i] != 0 and other[i] == 0]
     owns.append(own[-1] if own else -1)
     packable.append(bool(own) and None not in mine)
+  packable = [can and not _window_copy(x, axis) for x, can in zip(srcs, packable)]
   # the operand along the output's innermost own axis (B's columns) is the register tile's vector side, panels of p;
   # the other (A's rows) its broadcast rows, panels of matmul_panel_rows. An operand packed alone (a conv's weight:
-  # the padded image isn't) is the vector side
+  # its image, a sliding window, isn't) is the vector side
   assert renderer is not None
   rows = renderer.matmul_panel_rows or p
   panel = [p, p] if not all(packable) else [p if owns[0] > owns[1] else rows, p if owns[1] > owns[0] else rows]
   out = []
-  for x, own_axis, can, q in zip(srcs, owns, packable, panel):
+  for x, read, own_axis, can, q in zip(mul.srcs, srcs, owns, packable, panel):
     size = mul.shape[own_axis] if own_axis >= 0 else 0
     packs = can and size % q == 0 and size >= 2 * q  # type: ignore[operator]
-    out.append(_panels(x, own_axis, q) if packs else x)
-  return None if out == list(srcs) else out[0].e(BinaryOps.MUL, out[1])
+    # a panel copy is read without masks already: it is made from the operand as it was, padding and all
+    out.append(_panels(x, own_axis, q) if packs else read)
+  return None if out == list(mul.srcs) else out[0].e(BinaryOps.MUL, out[1])
