@@ -126,11 +126,28 @@ class LazyOp:
 
 
 def pretty_lazyop(x: LazyOp, indent: int = 0) -> str:
-  arg = "" if x.arg is None else f", arg={x.arg}"
-  if not x.src:
-    return " " * indent + f"LazyOp({x.op}{arg})"
-  inner = ",\n".join(pretty_lazyop(s, indent + 2) for s in x.src)
-  return " " * indent + f"LazyOp({x.op}{arg}, src=(\n{inner}))"
+  """x as an indented tree, a node that several others read written out once, numbered (`#3 LazyOp(...)`), and then
+  referred to by its number (`#3`): an AST is a DAG, and written out as a tree it is exponential in its depth (a float
+  % is ten steps that each read the one before several times: DEBUG=3 printed it for minutes)."""
+  readers: dict[LazyOp, int] = {}
+  for op in x.lazyops():
+    for s in op.src:
+      readers[s] = readers.get(s, 0) + 1
+  numbers: dict[LazyOp, int] = {}
+
+  def write(y: LazyOp, indent: int) -> str:
+    if y in numbers:
+      return " " * indent + f"#{numbers[y]}"
+    label = ""
+    if readers.get(y, 0) > 1 and y.src:
+      numbers[y] = len(numbers)
+      label = f"#{numbers[y]} "
+    arg = "" if y.arg is None else f", arg={y.arg}"
+    if not y.src:
+      return " " * indent + f"LazyOp({y.op}{arg})"
+    inner = ",\n".join(write(s, indent + 2) for s in y.src)
+    return " " * indent + f"{label}LazyOp({y.op}{arg}, src=(\n{inner}))"
+  return write(x, indent)
 
 
 # ---------- what each ALU op means, in Python ----------

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import tg.divcheck as divcheck
+import tg.float_mod as float_mod
 import tg.function as F
 from tg.device import Buffer, Device, is_dtype_supported
 from tg.dtype import PLAIN_FLOATS, ConstType, DType, dtypes, least_upper_dtype, least_upper_float, round_float, to_dtype
@@ -21,7 +22,7 @@ from tg.multi import MultiLazyBuffer, parts
 from tg.ops import MetaOps
 from tg.shape.symbolic import Node, Variable, bound_value, sint
 from tg.tensor_index import IndexingMixin
-from tg.tensor_math import MathMixin
+from tg.tensor_math import MathMixin, _with_grad
 from tg.tensor_nn import NNMixin
 from tg.tensor_select import SelectMixin
 
@@ -1051,18 +1052,39 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return self._quotient(x, reverse, floor=False)[2]
 
   def floordiv(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
-    """`//`: division rounding down, as Python, numpy and torch (-7 // 2 is -4)."""
+    """`//`: division rounding down, as Python, numpy and torch (-7 // 2 is -4); floats as torch, from the exact
+    remainder (tg.float_mod)."""
+    if (exact := self._exact_float_mod(x, reverse)) is not None:
+      a, b, m, out = exact
+      return self._zero_grad(float_mod.floordiv(a, m, b).cast(out))
     return self._quotient(x, reverse, floor=True)[2]
 
   def mod(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
-    """`%`: the remainder of floor division, with the divisor's sign (Python's %, torch.remainder)."""
+    """`%`: the remainder of floor division, with the divisor's sign (Python's %, torch.remainder); floats exactly,
+    as torch (tg.float_mod)."""
+    if (exact := self._exact_float_mod(x, reverse)) is not None:
+      a, b, m, out = exact
+      return _with_grad(float_mod.remainder(a, m, b).cast(out), [a, b], lambda: [a.ones_like(), -float_mod.floordiv(a, m, b)])
     a, b, q = self._quotient(x, reverse, floor=True)
     return a - q * b
 
   def fmod(self, x: Tensor | Scalar) -> Tensor:
-    """The remainder of truncated division, with the dividend's sign (C's %, torch.fmod)."""
+    """The remainder of truncated division, with the dividend's sign (C's fmod, torch.fmod); floats exactly, as torch."""
+    if (exact := self._exact_float_mod(x, False)) is not None:
+      a, b, m, out = exact
+      return _with_grad(m.cast(out), [a, b], lambda: [a.ones_like(), -(a / b).trunc()])
     a, b, q = self._quotient(x, False, floor=False)
     return a - q * b
+
+  def _exact_float_mod(self, x: Tensor | Scalar, reverse: bool) -> tuple[Tensor, Tensor, Tensor, DType] | None:
+    """(a, b, fmod(a, b), the result's dtype) for float operands that get the exact remainder here (float32 and the half
+    floats, computed in float32, on a device with float64: tg.float_mod); None for the others."""
+    a, b = self._broadcasted(x, reverse)
+    if not float_mod.exact(a):
+      return None
+    out = a.dtype
+    a, b = a.cast(dtypes.float32), b.cast(dtypes.float32)
+    return a, b, float_mod.fmod(a.detach(), b.detach(), out), out
 
   def neg(self) -> Tensor:
     return self.logical_not() if self.dtype == dtypes.bool else F.Neg.apply(self)  # type: ignore[no-any-return]

@@ -54,3 +54,16 @@ def test_equal_asts_built_apart_compare_equal_quickly():
   t = time.perf_counter()
   assert a == b and hash(a) == hash(b) and a is not b
   assert time.perf_counter() - t < 1
+
+
+def test_a_deep_kernel_ast_prints_each_node_once():
+  """DEBUG=3 prints each kernel's AST: a node read by several others is written once and numbered, then referred to
+  (written out as a tree, forty levels would be 3^40 lines)."""
+  from tg.engine.schedule import create_schedule
+  x = Tensor(np.linspace(-0.5, 0.5, 16).astype(np.float32)).realize()
+  ast = create_schedule([_levels(x, 40).lazydata])[-1].ast
+  t = time.perf_counter()
+  text = repr(ast)
+  assert time.perf_counter() - t < 5
+  assert len(text.splitlines()) < 20 * len(ast.lazyops())
+  assert "#0 LazyOp(" in text and ("#0,\n" in text or "#0)" in text)

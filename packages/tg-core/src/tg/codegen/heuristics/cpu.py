@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from tg.codegen.heuristics import try_opt
 from tg.codegen.kernel import Kernel, Opt, OptOps
 from tg.codegen.lowerer import ACC_CHAINS, GLOBAL, REDUCE, UPCAST, kernel_stores
+from tg.dtype import dtypes
 from tg.helpers import prod
-from tg.ops import BufferOps
+from tg.ops import BufferOps, MetaOps
 from tg.renderer import Renderer
 from tg.renderer.cpu_target import CPUTarget, generic_target
 from tg.shape.shapetracker import ShapeTracker
@@ -134,7 +135,11 @@ def cpu_opts(k: Kernel) -> Kernel:
   elif globals_:
     # as many outputs per iteration as a vector of the output holds, at least 4 (measured on bench/'s tanh-gelu, whose
     # exp2 is expanded into vector arithmetic: 36 -> 21.5 ms with 16 lanes instead of 4; the relu chain 4.7 -> 3.0 ms)
+    # (and no more than the widest dtype computed with holds: a float32 kernel that computes in float64, as an exact
+    # float %, takes 4 lanes on AVX2, where 8 would split every float64 op into 8 scalar ones: 1M % 36 -> ... ms)
     width = min((k.renderer.vector_width(s.arg.dtype) for s in kernel_stores(k.ast)), default=1)
+    width = min([width] + [k.renderer.vector_width(op.dtype) for op in k.ast.lazyops() if op.op not in BufferOps
+                           and op.op is not MetaOps.SINK and op.dtype != dtypes.bool and op.dtype.itemsize > 4])
     any(try_opt(k, Opt(OptOps.UPCAST, globals_[-1], amt)) for amt in dict.fromkeys((max(width, 4), 4)))
     read_rows_in_runs(k)
   return k
