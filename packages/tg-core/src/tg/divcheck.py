@@ -10,15 +10,18 @@ integer division and tensor indices:
 - a computed tensor gets a *guard*: a lazy bool scalar (`(divisor == 0).any()`, `((idx < -n) | (idx >= n)).any()`)
   registered here against the result's LazyBuffer, with the error to raise. When tensors are realized
   (`Tensor.realize`, `.numpy()`, `.item()`, ... all go through `tg.tensor._run`), `with_guards` walks the unrealized
-  graph of the targets; the guards of results found in it are realized in the same schedule (one tiny reduction
-  each, fused by the scheduler where it can), and `check` reads their flags after the schedule ran and raises the
-  error of the first one set (built by the guard's `error`, given the offending value its `detail` computes then, on
-  the failure path only). A guard whose result is never realized is dropped with it (weak reference).
+  graph of the targets; the flags of the guards of results found in it are realized first, in a schedule of their own
+  (one tiny reduction each), and `check` reads them and raises the error of the first one set (built by the guard's
+  `error`, given the offending value its `detail` computes then, on the failure path only), before the targets are
+  scheduled. A guard whose result is never realized is dropped with it (weak reference).
 - A failed guard stays: reading the same result again raises again.
 
+The flags are realized and read before the guarded results are (`tg.tensor._run`: two schedules), so a failed check
+raises before any kernel that uses the bad value ran: the results stay lazy, and a training step updates no weight.
 Under TinyJit the guards' kernels are captured with the rest; `recording` collects the flag buffers the capture
-checked (with their errors), the jit keeps them out of its scratch memory, and `check_flags` reads them after every
-replay (the error then names no value: the step's inputs are not kept).
+checked (with their errors, and after how many kernels), the jit keeps them out of its scratch memory and ends a
+graph batch there, and `check_flags` reads them at that point of every replay (the error then names no value: the
+step's inputs are not kept).
 """
 from __future__ import annotations
 
@@ -51,15 +54,23 @@ class _Guard:
   value: int | None = None         # the offending value, once failed
 
 
-class _Flags(list[Buffer]):
-  """The flag buffers a TinyJit capture checked, with the error of each (keyed by id: the list holds the buffers)."""
-  def __init__(self) -> None:
+class Checks(list[Buffer]):
+  """The flag buffers a TinyJit capture checked, with the error of each (keyed by id: the list holds the buffers) and
+  where it was checked: after how many of the capture's kernels (`position` counts them)."""
+  def __init__(self, position: Callable[[], int]) -> None:
     super().__init__()
     self.errors: dict[int, ErrorFn] = {}
+    self.position = position
+    self.at: dict[int, list[Buffer]] = {}  # kernels run before the check -> the flags it read
+
+  def note(self, flag: Buffer, error: ErrorFn) -> None:
+    self.append(flag)
+    self.errors[id(flag)] = error
+    self.at.setdefault(self.position(), []).append(flag)
 
 
 _pending: list[_Guard] = []
-_recorders: list[_Flags] = []  # while a TinyJit captures: the flag buffers its checks read
+_recorders: list[Checks] = []  # while a TinyJit captures: the flag buffers its checks read
 
 
 def guard(result: LazyBuffer, flag: LazyBuffer, error: ErrorFn = _zero_division, detail: Callable[[], LazyBuffer] | None = None) -> None:
@@ -100,27 +111,26 @@ def _graph_ids(targets: list[LazyBuffer]) -> set[int]:
 
 
 def with_guards(targets: list[LazyBuffer]) -> tuple[list[LazyBuffer], list[_Guard]]:
-  """The targets plus the flags of the guards of division results they depend on, and those guards. Free when
-  no integer division with a tensor divisor is pending."""
+  """The flags still to compute of the guards of results the targets depend on, and those guards. Free when no
+  guard is pending."""
   if not _pending:
-    return targets, []
+    return [], []
   _pending[:] = [g for g in _pending if g.result() is not None]
   ids = _graph_ids(targets)
   hit = [g for g in _pending if id(g.result()) in ids]
   flags = {id(g.flag): g.flag for g in hit if not g.failed and g.flag.base.realized is None}  # // and % share one
-  return targets + list(flags.values()), hit
+  return list(flags.values()), hit
 
 
-def check(hit: list[_Guard]) -> None:
-  """After the schedule of `with_guards` ran: raise the error of the first failed guard (a divisor held a zero, an
-  index was out of range)."""
+def check(hit: list[_Guard], targets: list[LazyBuffer] | None = None) -> None:
+  """Once the flags of `with_guards` are realized, before the guarded results are: raise the error of the first failed
+  guard (a divisor held a zero, an index was out of range), after cancelling the in-place assigns of `targets`."""
   if not hit:
     return
   new = []
   for g in hit:
     if _recorders and g.flag.base.buffer not in _recorders[-1]:
-      _recorders[-1].append(g.flag.base.buffer)
-      _recorders[-1].errors[id(g.flag.base.buffer)] = g.error
+      _recorders[-1].note(g.flag.base.buffer, g.error)
     if not g.failed:
       g.failed = bool(g.flag.base.buffer.as_buffer()[0])
       if g.failed:
@@ -134,7 +144,29 @@ def check(hit: list[_Guard]) -> None:
         values[id(g.flag)] = _read_value(g.detail())
       g.value, g.detail = values[id(g.flag)], None  # (dropping what the detail holds: the index tensor)
   if (first := next((g for g in hit if g.failed), None)) is not None:
+    if targets is not None:
+      _cancel_assigns(targets)
     raise first.error(first.value)
+
+
+def _cancel_assigns(targets: list[LazyBuffer]) -> None:
+  """A failed check cancels the realize that met it as a whole, as torch's step stops at the bad index: each in-place
+  assign in the targets' graph whose target holds its value (an optimizer's parameters and moments, its step count)
+  is dropped, and its tensor keeps that value (no kernel of the realize ran). What else the targets are computed from
+  stays lazy, and raises again where it depends on the failed check."""
+  from tg.interrupts import hold_sigint  # (the failure path only)
+  from tg.ops import MetaOps
+  seen: set[int] = set()
+  stack = [t.base for t in targets]
+  with hold_sigint():  # an assign is dropped whole or not at all
+    while stack:
+      b = stack.pop()
+      if id(b) in seen or b.op is None:
+        continue
+      seen.add(id(b))
+      stack.extend(s.base for s in b.srcs)
+      if b.op is MetaOps.ASSIGN and b.srcs[1].base.realized is not None:
+        b.op, b.srcs = None, ()  # its buffer is its target's: realized, with the value it had
 
 
 def check_read(lb: LazyBuffer) -> None:
@@ -146,9 +178,10 @@ def check_read(lb: LazyBuffer) -> None:
 
 
 @contextlib.contextmanager
-def recording() -> Iterator[list[Buffer]]:
-  """Collect the flag buffers that the checks made inside the block read, and their errors (TinyJit's capture)."""
-  flags = _Flags()
+def recording(position: Callable[[], int]) -> Iterator[Checks]:
+  """Collect the flag buffers that the checks made inside the block read, their errors, and where each was read:
+  after `position()` kernels of the capture (TinyJit's)."""
+  flags = Checks(position)
   _recorders.append(flags)
   try:
     yield flags
@@ -156,9 +189,9 @@ def recording() -> Iterator[list[Buffer]]:
     _recorders.pop()
 
 
-def check_flags(flags: list[Buffer]) -> None:
-  """After a TinyJit replay, which ran the guards' kernels again: raise the error of the first flag set."""
-  errors = flags.errors if isinstance(flags, _Flags) else {}
+def check_flags(flags: list[Buffer], errors: dict[int, ErrorFn]) -> None:
+  """Where a TinyJit replay reaches a check of its capture, its guards' kernels run again: raise the error of the first
+  flag set."""
   for f in flags:
     if f.as_buffer()[0]:
       raise errors.get(id(f), _zero_division)(None)

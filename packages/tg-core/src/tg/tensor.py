@@ -68,10 +68,15 @@ def _on_devices(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
 
 
 def _run(lbs: Sequence[LazyBuffer | MultiLazyBuffer]) -> None:
-  """Realize `lbs`, with the zero-divisor checks of the integer divisions they depend on (tg.divcheck)."""
-  todo, guards = divcheck.with_guards(_parts(lbs))
-  realize_lazybuffers(todo)
-  divcheck.check(guards)
+  """Realize `lbs` after the checks of the integer divisions and index tensors they depend on (tg.divcheck): the
+  checks' flags are realized and read first, so that a failed one raises before any kernel of `lbs` ran, and its
+  in-place assigns are dropped (a training step with a bad index updates no weight, nor the optimizer's state)."""
+  targets = _parts(lbs)
+  flags, guards = divcheck.with_guards(targets)
+  if flags:
+    realize_lazybuffers(flags)
+  divcheck.check(guards, targets)  # a failed check cancels the targets' in-place assigns: the realize changes nothing
+  realize_lazybuffers(targets)
 
 
 def _index_dtype(n: int, device: str) -> DType:

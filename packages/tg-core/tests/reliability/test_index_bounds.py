@@ -304,3 +304,50 @@ def test_one_hot_out_of_range_raises(vals, bad):
 def test_one_hot_takes_integers_only():
   with pytest.raises(TypeError, match="integer"):
     Tensor([1.0, 0.0]).one_hot(2)
+
+
+# ---------- the check comes before the kernels that use the indices ----------
+def _embedding_step():
+  """An Embedding, its Adam, and a training step of it (loss.backward(); opt.step(), as tinygrad's)."""
+  from tg.nn.optim import Adam
+  emb = Embedding(5, 3)
+  opt = Adam([emb.weight], lr=0.1)
+
+  def step(tokens: Tensor) -> Tensor:
+    opt.zero_grad()
+    loss = (emb(tokens) ** 2).sum()
+    loss.backward()
+    opt.step()
+    return loss.realize()
+  return emb, opt, step
+
+
+def _state(emb, opt):
+  return [emb.weight.numpy().copy()] + [t.numpy().copy() for t in opt.m + opt.v]
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "TinyJit"])
+def test_a_step_with_a_bad_index_changes_no_weight(jit):
+  """A training step whose tokens are out of range raises before any of its kernels ran: the weights and the
+  optimizer's moments are what they were (the guards' flags are computed and read first, in a schedule of their own;
+  a TinyJit replay reads them where its capture did, between its kernels), and the next good step trains on."""
+  emb, opt, step = _embedding_step()
+  with Tensor.train():
+    f = TinyJit(step) if jit else step
+    for _ in range(3):
+      f(Tensor([[0, 4], [2, 2]]).realize())
+    before = _state(emb, opt)
+    _raises(IndexError, lambda: f(Tensor([[0, 5], [2, 2]]).realize()), "out of bounds for dimension 0 with size 5")
+    for got, want in zip(_state(emb, opt), before):
+      np.testing.assert_array_equal(got, want)
+    f(Tensor([[1, 3], [2, 2]]).realize())
+    assert not np.array_equal(emb.weight.numpy(), before[0])
+
+
+def test_a_failed_check_leaves_the_results_lazy():
+  """The checked result is never computed from the bad indices: it stays lazy, and raises each time it is read."""
+  x = Tensor([1., 2., 3.]).realize()
+  y = x[Tensor([0, 3])] * 2
+  _raises(IndexError, y.realize)
+  assert y.lazydata.base.realized is None
+  _raises(IndexError, y.numpy)

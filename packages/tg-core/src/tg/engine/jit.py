@@ -196,7 +196,8 @@ class TinyJit(Generic[ReturnType]):
     self.signature: list[tuple[str, tuple[Any, ...]]] = []
     self.ret: Any = None
     self.symbolic_returns = False  # whether a returned tensor's shape or view holds a Variable (rebound to each replay's value)
-    self.div_flags: list[Buffer] = []  # integer divisions' zero-divisor flags (tg.divcheck), read after each replay
+    # the flags of the checks of integer divisions and index tensors (tg.divcheck), read where the capture read them
+    self.div_flags = divcheck.Checks(lambda: 0)
 
   def __get__(self, obj: Any, objtype: Any = None) -> Any:
     """Used as a method decorator, bind the instance."""
@@ -258,7 +259,7 @@ class TinyJit(Generic[ReturnType]):
     return ret
 
   def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], buffers: list[Buffer]) -> None:
-    with capturing() as captured, divcheck.recording() as self.div_flags:
+    with capturing() as captured, divcheck.recording(lambda: len(captured)) as self.div_flags:
       self.ret = self._run(args, kwargs)
     if not captured:
       raise JitCaptureError("TinyJit captured no kernel (tinygrad: \"didn't JIT anything\"): the function ran nothing on a device, so "
@@ -304,7 +305,8 @@ class TinyJit(Generic[ReturnType]):
 
     for j, ei in enumerate(self.kernels):
       device = ei.prg.device if isinstance(ei.prg, CompiledRunner) and Device[ei.prg.device].graph is not None else None
-      if batch and (device is None or device != batch_device or len(batch) >= max_batch):
+      # a batch ends where the capture read a check's flags: a replay reads them there too (see _replay)
+      if batch and (device is None or device != batch_device or len(batch) >= max_batch or j in self.div_flags.at):
         flush()
       batch_device = device
       if device is None:
@@ -322,14 +324,20 @@ class TinyJit(Generic[ReturnType]):
       roots = {memory.root(b) for ei in self.kernels for b in ei.bufs}
       pending.settle(roots, roots)
     # a replay is one step (an optimizer's state and parameters move together): Ctrl-C waits for its end
+    checks, errors = self.div_flags.at, self.div_flags.errors
     with hold_sigint():
+      if 0 in checks:
+        divcheck.check_flags(checks[0], errors)
       for n, (ei, vals) in enumerate(zip(self.jit_cache, self.item_vals)):
         try:
           ei.run({**vals, **var_vals})
         except BaseException:
           self._leave_rest(n, var_vals)
           raise
-    divcheck.check_flags(self.div_flags)
+        # where the capture read a check's flags (a batch ends there), before the kernels that use what it checked:
+        # a failed one raises, and the rest of the step never runs (nothing it would write is touched)
+        if (ran := self.covers[n][-1] + 1) in checks:
+          divcheck.check_flags(checks[ran], errors)
 
   def _leave_rest(self, failed: int, var_vals: dict[Variable, int]) -> None:
     """Item `failed` of a replay raised: the kernels before it ran, the rest of the step stays to do and runs before
