@@ -45,8 +45,44 @@ BACKENDS = {"python": ("PYTHON", None), "clang": ("CLANG", "packages/tg-clang"),
             "metal": ("METAL", "packages/tg-metal")}
 # environment for a backend's session: CI has no GPU (and no Mac), so the GPU devices run in their mock modes
 BACKEND_ENV = {"cuda": {"CUDA_MOCK": "1"}, "amd": {"AMD_MOCK": "1"}, "metal": {"METAL_MOCK": "1"}}
-# test-only references: torch for gradients, safetensors and gguf for the file formats tg reads and writes
-TEST_DEPS = ["pytest", "hypothesis", "torch==2.13.0", "safetensors", "gguf"]
+# test-only references: torch for gradients, safetensors and gguf for the file formats tg reads and writes; pytest-xdist
+# runs a suite on every core (PYTEST_WORKERS)
+TEST_DEPS = ["pytest", "pytest-xdist", "hypothesis", "torch==2.13.0", "safetensors", "gguf"]
+SHARED = ".nox/_shared"  # the test references, installed once per set of pins and Python (_use_test_deps)
+
+
+def _use_test_deps(session: nox.Session, deps: list[str] = TEST_DEPS) -> None:
+  """Make the test references importable in this session's fresh venv, after tg's own packages are installed there.
+
+  torch alone unpacks to ~1 GB: installed into every session's venv it cost about 1.5 minutes a session on a 2-core
+  machine, 15 minutes of a CI run. It is installed once, with pip's --target, into a directory named by the pins and the
+  Python, which each venv reads through a .pth file. The .pth is written after tg's packages are installed, so pip
+  resolves tg's own dependencies (numpy, pluggy, cffi) in the venv as a user's install would, and the venv's copies
+  come first on sys.path. A directory without its `complete` mark (an install cut short) is made again."""
+  import hashlib
+  import os
+  import shutil
+  version = session.run("python", "-c", "import sys; print(sys.version)", silent=True) or ""
+  key = hashlib.sha256(f"{version}\n{' '.join(deps)}".encode()).hexdigest()[:12]
+  target = os.path.abspath(os.path.join(SHARED, f"test-deps-{key}"))
+  if not os.path.exists(os.path.join(target, "complete")):
+    shutil.rmtree(target, ignore_errors=True)
+    session.run("python", "-m", "pip", "install", "-q", "--target", target, *deps)
+    open(os.path.join(target, "complete"), "w").close()
+  site = session.run("python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", silent=True)
+  assert isinstance(site, str)
+  with open(os.path.join(site.strip(), "tg_test_deps.pth"), "w") as f:
+    f.write(target + "\n")
+
+
+def _workers() -> list[str]:
+  """pytest-xdist's options: one worker per core (PYTEST_WORKERS=n overrides; 0 or 1 runs the suite in one process).
+  A suite is mostly Python building and checking small kernels, one core each; a test's own threads (CLANG's pool) still
+  run beside a second worker, only slower. Each file runs whole, in order, in one worker (--dist loadfile): a file's
+  module-level random data is then the same as in a run without workers, so a failure reproduces without them."""
+  import os
+  n = int(os.environ.get("PYTEST_WORKERS", os.cpu_count() or 1))
+  return ["-n", str(n), "--dist", "loadfile"] if n > 1 else []
 
 
 @nox.session
@@ -64,14 +100,15 @@ def types(session: nox.Session) -> None:
 def _run_backend_tests(session: nox.Session, backend: str) -> None:
   device, package = BACKENDS[backend]
   env = BACKEND_ENV.get(backend, {})
-  session.install(*TEST_DEPS)
   session.install(f"./{CORE}", f"./{TOY}", *([f"./{package}"] if package else []))
   # the device must have registered through its entry point and be usable here
   session.run("python", "-m", "tg.devices", env=env)
   session.run("python", "-c", f"from tg import Device, Tensor; Device['{device}']; assert (Tensor([1, 2], device='{device}') * 2).tolist() == [2, 4]",
               env=env)
+  _use_test_deps(session)
   tests = [f"{CORE}/tests"] + ([f"{package}/tests"] if package else [])
-  session.run("pytest", *tests, f"--tg-device={device}", "-q", *session.posargs, env={"TG_REQUIRE_TOY": "1", **env})
+  session.run("python", "-m", "pytest", *tests, f"--tg-device={device}", "-q", *_workers(), *session.posargs,
+              env={"TG_REQUIRE_TOY": "1", **env})
   # the conformance kit as a plugin author runs it: from the installed wheel (site-packages), in a directory of its
   # own whose empty pytest.ini stops pytest from finding the repo's configuration (.nox lies inside the repo)
   tmp = session.create_tmp()
@@ -79,7 +116,8 @@ def _run_backend_tests(session: nox.Session, backend: str) -> None:
     f.write("[pytest]\n")
   session.chdir(tmp)
   session.run("python", "-c", "import tg.conformance as k; assert 'site-packages' in k.__file__, f'the kit runs from {k.__file__}'")
-  session.run("pytest", "-p", "tg.testing", "--pyargs", "tg.conformance", f"--tg-device={device}", "-q", "-rs", env=env)
+  session.run("python", "-m", "pytest", "-p", "tg.testing", "--pyargs", "tg.conformance", f"--tg-device={device}", "-q", "-rs",
+              *_workers(), env=env)
 
 
 # the device-generic tests whose kernels the CPU target changes (tiles, vectors, packing, reductions, the optimizer)
@@ -89,15 +127,15 @@ TARGET_TESTS = ["test_ops.py", "test_matmul_packing.py", "test_kernel_opts.py", 
 
 @nox.session
 def cpu_targets(session: nox.Session) -> None:
-  session.install(*TEST_DEPS)
   session.install(f"./{CORE}", f"./{TOY}", "./packages/tg-clang", "./packages/tg-llvm")
+  _use_test_deps(session)
   levels = session.run("python", "-c", "from tg.renderer.cpu_target import supported_levels as s; print(' '.join(s()))", silent=True)
   if not isinstance(levels, str) or not levels.split():
     session.skip("this host runs no x86-64 level (not x86-64): CPU_TARGET=native is what the backend sessions test")
   tests = [f"{CORE}/tests/{t}" for t in TARGET_TESTS]
   for level in levels.split():
     for device in ("CLANG", "LLVM"):
-      session.run("pytest", *tests, f"--tg-device={device}", "-q", *session.posargs, env={"CPU_TARGET": level})
+      session.run("python", "-m", "pytest", *tests, f"--tg-device={device}", "-q", *_workers(), *session.posargs, env={"CPU_TARGET": level})
 
 
 # under qemu: the kernel tests of the CPU targets, TinyJit without a graph (kernel by kernel, as cross mode replays) and
@@ -114,14 +152,15 @@ def aarch64(session: nox.Session) -> None:
   import re
   if platform.machine() in ("aarch64", "arm64"):
     session.skip("this host is aarch64: the backend sessions run CLANG's NEON kernels natively")
-  session.install(*TEST_DEPS)
   session.install(f"./{CORE}", "./packages/tg-clang")
   env = {"CPU_TARGET": "aarch64", "TG_REQUIRE_AARCH64": "1"}
   listing = session.run("python", "-m", "tg.devices", env=env, silent=True) or ""
   print(listing)
   if not re.search(r"^CLANG\s+tg-clang\s+\S+\s+usable", listing, re.M):
     session.error("CLANG is not usable with CPU_TARGET=aarch64 (its reason is above): install the packages .ci/run names")
-  session.run("pytest", *AARCH64_TESTS, "packages/tg-clang/tests/test_cross_aarch64.py", "--tg-device=CLANG", "-q", *session.posargs, env=env)
+  _use_test_deps(session)
+  session.run("python", "-m", "pytest", *AARCH64_TESTS, "packages/tg-clang/tests/test_cross_aarch64.py", "--tg-device=CLANG", "-q",
+              *_workers(), *session.posargs, env=env)
 
 
 @nox.session
@@ -204,9 +243,10 @@ def models(session: nox.Session) -> None:
   can be downloaded in CI): LLaMA's from its safetensors directory and from a Q8_0 GGUF file of the same weights.
   examples/train_charlm.py --quick runs from its command line inside tests/models/test_charlm.py (its own text, no
   reference to compare with), so it has no line here."""
-  session.install("pytest", "torch==2.13.0", "transformers", "safetensors", "gguf")
+  session.install("transformers")
   session.install(f"./{CORE}", "./packages/tg-clang")
-  session.run("pytest", "tests/models", "--tg-device=CLANG", "-q", *session.posargs)
+  _use_test_deps(session)  # torch, safetensors and gguf, beside the venv's transformers
+  session.run("python", "-m", "pytest", "tests/models", "--tg-device=CLANG", "-q", *session.posargs)
   tiny = f"{session.create_tmp()}/tiny-gpt2"
   session.run("python", "tests/models/tiny_gpt2.py", tiny)
   session.run("python", "examples/gpt2.py", "--model", tiny, "--prompt-ids", "1,2,3", "--count", "8", "--greedy", env={"DEVICE": "CLANG"})

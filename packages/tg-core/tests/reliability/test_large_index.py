@@ -11,6 +11,7 @@ from tg.codegen.kernel import Kernel
 from tg.engine.schedule import create_schedule
 
 BIG = 2**31 + 5  # just past int32's maximum
+MOCK_FLAGS = {"CUDA": "CUDA_MOCK", "AMD": "AMD_MOCK", "METAL": "METAL_MOCK"}  # the GPU devices' mock modes (kernels built for the CPU)
 
 
 def _has_int64() -> bool:
@@ -20,8 +21,9 @@ def _has_int64() -> bool:
 def _skip_slow() -> None:
   if Device.DEFAULT == "PYTHON":
     pytest.skip("the PYTHON interpreter runs 2^31 iterations for hours")
-  if Device.DEFAULT == "CUDA" and os.environ.get("CUDA_MOCK"):
-    pytest.skip("CUDA_MOCK runs each of 2^31 threads as an unoptimized CPU call: minutes (the source is checked below)")
+  if (flag := MOCK_FLAGS.get(Device.DEFAULT.split(":")[0])) and os.environ.get(flag) == "1":
+    pytest.skip(f"{flag} runs each of 2^31 threads as an unoptimized CPU call: minutes (each renderer's 64-bit index math is "
+                "run by test_int64_index_math_is_right_on_small_kernels)")
   if not _has_int64():
     pytest.skip(f"{Device.DEFAULT} has no int64 in kernels: see test_no_int64_device_refuses_big_kernels")
 
@@ -74,19 +76,27 @@ def test_real_buffer_past_int32() -> None:
   del x
 
 
+# how each C-like renderer spells int64 (the source checks below)
+INT64_NAMES = {"CLANG": "long long", "CUDA": "long long", "AMD": "long long", "METAL": "long "}
+
+
+def _int64_name() -> str:
+  if (name := INT64_NAMES.get(Device.DEFAULT.split(":")[0])) is None:
+    pytest.skip("checks C-like source")
+  return name
+
+
 def test_small_kernels_keep_int32_indices() -> None:
-  if Device.DEFAULT not in ("CLANG", "CUDA"):
-    pytest.skip("checks C source")
+  int64 = _int64_name()
   for t in (Tensor.empty(64, 48) @ Tensor.empty(48, 32), Tensor.empty(1000).sum(), Tensor.empty(16, 16).permute(1, 0).contiguous() + 1):
     for src in _sources(t):
-      assert "long long" not in src and "int " in src, src
+      assert int64 not in src and "int " in src, src
 
 
 def test_big_kernels_use_int64_indices() -> None:
-  if Device.DEFAULT not in ("CLANG", "CUDA"):
-    pytest.skip("checks C source")
+  int64 = _int64_name()
   srcs = _sources(Tensor.empty(2**31 + 16, dtype=dtypes.uint8) + 1)
-  assert any("long long" in s for s in srcs), srcs
+  assert any(int64 in s for s in srcs), srcs
   assert not any("int ridx" in s or "< -" in s for s in srcs), srcs
 
 
