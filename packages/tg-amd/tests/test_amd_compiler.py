@@ -62,10 +62,21 @@ def test_math_needs_no_device_library(dt: DType) -> None:
   AMDCompiler("gfx1100").compile(src)
 
 
-def test_undefined_symbol_is_a_compile_error() -> None:
+def test_mock_code_object_is_the_amdgpu_object_unlinked() -> None:
+  # mock mode runs the CPU build; its code object is clang's relocatable AMDGPU object, not linked by ld.lld
+  b = AMDBinary.unpack(AMDCompiler("gfx1100", mock=True).compile(ADD))
+  elf_class, e_type, machine, flags = _elf_header(b.code_object)
+  assert (elf_class, e_type, machine) == (2, 1, EM_AMDGPU) and flags & 0xFF == MACH["gfx1100"], "a relocatable object for gfx1100"
+  assert b"add.kd" in b.code_object and b.mock[:4] == b"\x7fELF"
+  assert toolchain.undefined_symbols(b.code_object) == []
+
+
+@pytest.mark.parametrize("mock", [False, True], ids=["linked", "mock"])
+def test_undefined_symbol_is_a_compile_error(mock: bool) -> None:
   src = 'extern "C" __attribute__((device)) float ocml(float);\n' + ADD.replace("+= b[", "+= ocml(b[").replace("_x()]; }", "_x()]); }")
-  with pytest.raises(AMDCompileError, match="undefined"):
-    AMDCompiler("gfx1100").compile(src)
+  with pytest.raises(AMDCompileError, match="undefined") as e:
+    AMDCompiler("gfx1100", mock=mock).compile(src)
+  assert "ocml" in str(e.value)
 
 
 def test_compile_error_shows_clang_message_and_source() -> None:

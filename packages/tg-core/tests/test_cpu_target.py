@@ -111,6 +111,16 @@ def test_supported_levels_are_the_ones_whose_flags_the_host_has(monkeypatch: pyt
   assert ct.supported_levels() == []
 
 
+def test_levels_unlike_native_leave_out_the_one_the_host_is(monkeypatch: pytest.MonkeyPatch) -> None:
+  # what nox -s cpu_targets runs: a level the host matches would give native's kernels again
+  monkeypatch.setattr(ct.platform, "machine", lambda: "x86_64")
+  avx2_f16c = [*AVX512_HOST[:6], "f16c"]
+  for flags, levels in ((AVX512_HOST, ["x86-64-v2", "x86-64-v3"]), (avx2_f16c, ["x86-64-v2"]),
+                        ([f for f in avx2_f16c if f != "f16c"], ["x86-64-v2", "x86-64-v3"]), (["sse4_2", "popcnt"], [])):
+    monkeypatch.setattr(ct, "_cpu_flags", lambda flags=flags: flags)
+    assert ct.levels_unlike_native() == levels, flags
+
+
 def test_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
   t = _uncached(monkeypatch, AVX512_HOST, CPU_VECTOR_BYTES=16, CPU_CACHES="48K,2M,96M")
   assert (t.vector_bytes, t.l1d_bytes, t.l2_bytes, t.l3_bytes) == (16, 48 << 10, 2 << 20, 96 << 20)

@@ -1,8 +1,9 @@
 """AMDCompiler: HIP C++ -> a packed AMDBinary (see bundle.py).
 
-clang and ld.lld (toolchain.py) make the code object for the gfx target. With AMD_MOCK=1 the code object is still
-made (so every kernel goes through the AMDGPU compiler) and the same source is also built for the CPU, in parallel,
-as the shared object the mock driver runs.
+clang and ld.lld (toolchain.py) make the code object for the gfx target. With AMD_MOCK=1 every kernel still goes
+through clang's AMDGPU backend (its object, checked for undefined symbols, is the binary's code object; nothing loads
+it, so it isn't linked) and the same source is also built for the CPU, in parallel, as the shared object the mock
+driver runs.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ class AMDCompiler(Compiler):
   def compile(self, src: str) -> bytes:
     build = mock_build(src) if self.mock else None
     try:
-      code_object = compile_hip(src, self.arch)
+      code_object = compile_hip(src, self.arch, link=not self.mock)
       if DEBUG >= 5:
         print(assembly(src, self.arch))
     except BaseException:

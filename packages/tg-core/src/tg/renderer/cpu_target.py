@@ -90,6 +90,16 @@ def supported_levels() -> list[str]:
   return [level for level, needed in LEVEL_FLAGS.items() if all(f in flags for f in needed)]
 
 
+def levels_unlike_native() -> list[str]:
+  """The supported levels the heuristics see otherwise than the native target: another vector ISA, width or register
+  count, FMA or not, half conversions in hardware or not. A level the host matches (x86-64-v3 on an AVX2 CPU with F16C)
+  gets native's tiles, vectors and packing again, so a run of the kernel tests at it repeats the backend sessions'
+  (`nox -s cpu_targets` runs only these)."""
+  flags = _cpu_flags()
+  native = (*_native(platform.machine(), flags), "f16c" in flags)
+  return [level for level in supported_levels() if (*LEVELS[level][1:], level in HALF_LEVELS) != native]
+
+
 def _size(text: str) -> int:
   """sysfs's and CPU_CACHES' sizes: 32K, 1024K, 32M, or bytes."""
   text = text.strip().upper().removesuffix("B")
