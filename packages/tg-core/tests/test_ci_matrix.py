@@ -53,3 +53,14 @@ def test_every_default_nox_session_runs_in_the_workflow() -> None:
   for name in defaults:
     runs = "tests(backend=" if name == "tests" else name
     assert runs in workflow, f"nox session {name} runs in .ci/run but not in .github/workflows/ci.yml"
+
+
+def test_mock_gpu_sessions_skip_only_files_that_exist() -> None:
+  """noxfile.py's MOCK_GPU_SKIP names device-generic test files the mock GPU sessions leave to the CPU sessions: a
+  renamed or removed file must be taken off the list, not silently stop matching."""
+  tree = ast.parse(open(os.path.join(ROOT, "noxfile.py")).read())
+  skip = next(ast.literal_eval(n.value) for n in tree.body
+              if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "MOCK_GPU_SKIP" for t in n.targets))
+  tests = os.path.join(ROOT, "packages", "tg-core", "tests")
+  assert skip and all(os.path.isfile(os.path.join(tests, f)) for f in skip), [f for f in skip if not os.path.isfile(os.path.join(tests, f))]
+  assert not any(f.endswith(("test_ops.py", "test_ops_more.py", "test_dtype.py", "test_jit.py")) for f in skip), "the renderers' own tests stay"
