@@ -237,7 +237,7 @@ def opencl(session: nox.Session) -> None:
   temporary directory, so only the installed packages are imported."""
   import os
   import re
-  session.install(f"./{CORE}[conformance]", f"./{OPENCL_EXAMPLE}[pocl]")
+  session.install(f"./{CORE}[conformance]", f"./{OPENCL_EXAMPLE}[pocl]", "pytest-xdist")  # (xdist: the kit on every core)
   tests = os.path.abspath(f"{OPENCL_EXAMPLE}/tests")
   tmp = session.create_tmp()
   with open(f"{tmp}/pytest.ini", "w") as f:  # .nox lies inside the repo: keep pytest from finding the repo's configuration
@@ -249,7 +249,7 @@ def opencl(session: nox.Session) -> None:
     session.error("python -m tg.devices does not list OPENCL as usable")
   session.run("python", "-c", "import tg_opencl, tg.conformance as k; assert all('site-packages' in m.__file__ for m in (tg_opencl, k))")
   session.run("pytest", tests, "-q", f"--rootdir={os.path.dirname(tests)}")
-  session.run("pytest", "-p", "tg.testing", "--pyargs", "tg.conformance", "--tg-device=OPENCL", "-q", *session.posargs)
+  session.run("pytest", "-p", "tg.testing", "--pyargs", "tg.conformance", "--tg-device=OPENCL", "-q", *_workers(), *session.posargs)
 
 
 @nox.session
@@ -262,7 +262,7 @@ def models(session: nox.Session) -> None:
   session.install("transformers")
   session.install(f"./{CORE}", "./packages/tg-clang")
   _use_test_deps(session)  # torch, safetensors and gguf, beside the venv's transformers
-  session.run("python", "-m", "pytest", "tests/models", "--tg-device=CLANG", "-q", *session.posargs)
+  session.run("python", "-m", "pytest", "tests/models", "--tg-device=CLANG", "-q", *_workers(), *session.posargs)
   tiny = f"{session.create_tmp()}/tiny-gpt2"
   session.run("python", "tests/models/tiny_gpt2.py", tiny)
   session.run("python", "examples/gpt2.py", "--model", tiny, "--prompt-ids", "1,2,3", "--count", "8", "--greedy", env={"DEVICE": "CLANG"})
