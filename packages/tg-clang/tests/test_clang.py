@@ -101,3 +101,45 @@ def test_compile_cache_keys_on_the_cpu_native_targets(monkeypatch: pytest.Monkey
   monkeypatch.setattr(compiler, "native_target", lambda: target.replace("+avx2", "-avx2") + " other-cpu")
   other = ClangCompiler().cachekey
   assert key is not None and other is not None and key != other
+
+
+# Intel CPUs clang tunes to prefer 256-bit vectors even though they have AVX-512
+PREFER_256_CPUS = ("skylake-avx512", "icelake-server", "rocketlake", "sapphirerapids")
+
+
+@pytest.mark.parametrize("cpu", PREFER_256_CPUS)
+def test_sixteen_float_vectors_stay_512_bit_on_intel_avx512(cpu: str) -> None:
+  """clang tunes these CPUs to prefer 256-bit vectors and then splits every float16 vector of a kernel into two ymm
+  halves, twice the instructions and registers of the tile the heuristics sized (the 1024 matmul's main kernel on a
+  Xeon that -march=native calls rocketlake: 163 GFLOP/s split, 307 whole). The compiler's flags keep the renderer's width.
+  Only compiled to assembly here, so it runs on any x86 or other host with clang."""
+  from tg.renderer.cpu_target import LEVELS, CPUTarget
+  from tg_clang import compiler
+  _, isa, width, regs, fma = LEVELS["x86-64-v4"]
+  target = CPUTarget(cpu, "x86_64", isa, width, regs, fma, True, 48 << 10, 2 << 20, 32 << 20)
+  flags = compiler.vector_width_flags(target)
+  assert flags == ["-mprefer-vector-width=512"]
+  src = ("typedef float float16 __attribute__((ext_vector_type(16), aligned(4)));\n"
+         "void k(float* restrict out, const float* restrict a, const float* restrict b, int n) {\n"
+         "  float16 acc = (float16){0};\n"
+         "  for (int i = 0; i < n; i++) acc = *((float16*)(a + 16 * i)) * *((float16*)(b + 16 * i)) + acc;\n"
+         "  *((float16*)out) = acc;\n}\n")
+  def asm(extra: list[str]) -> str:
+    out = subprocess.run([compiler.CLANG, "--target=x86_64-linux-gnu", f"-march={cpu}", "-O2", "-ffp-contract=on", *extra,
+                          "-S", "-o", "-", "-x", "c", "-"], input=src, capture_output=True, text=True, check=True)
+    return out.stdout
+  assert "zmm" in asm(flags) and "ymm" not in asm(flags)
+  assert "zmm" not in asm([])  # what the flag is for: without it this clang splits the vectors (if a newer one stops, fine)
+
+
+@pytest.mark.parametrize("level,width", [("x86-64-v3", 256), ("x86-64-v2", 128)])
+def test_narrower_targets_prefer_their_own_width(level: str, width: int) -> None:
+  from tg.renderer.cpu_target import LEVELS, CPUTarget
+  from tg_clang import compiler
+  _, isa, vbytes, regs, fma = LEVELS[level]
+  target = CPUTarget(level, "x86_64", isa, vbytes, regs, fma, True, 32 << 10, 1 << 20, 8 << 20)
+  assert compiler.vector_width_flags(target) == [f"-mprefer-vector-width={width}"]
+  none = CPUTarget("native", "x86_64", "none", 0, 16, False, False, 32 << 10, 1 << 20, 8 << 20)
+  assert compiler.vector_width_flags(none) == []
+  arm = CPUTarget("aarch64", "aarch64", "neon", 16, 32, True, True, 32 << 10, 1 << 20, 8 << 20)
+  assert compiler.vector_width_flags(arm) == []  # NEON has one width
