@@ -197,12 +197,12 @@ def test_cpu_heuristics_vectorize_a_packed_conv_along_output_channels(monkeypatc
   from tg.dtype import dtypes
   renderer = Device[Device.DEFAULT].renderer
   width = renderer.vector_width(dtypes.float32)
-  if renderer.global_ids or width < 8:  # 12 columns: not a whole number of vectors of 8 or 16 floats (they would be of 4)
+  if renderer.global_ids or width < 8:  # 24 columns: a whole number of the tile's rows (6 with AVX2, 8 with AVX-512)
     pytest.skip(f"{Device.DEFAULT} gets the workgroup heuristics or has no 8-float vectors")
   tile = register_tile(renderer_target(renderer))
   monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS", 0)
   monkeypatch.setattr(renderer, "matmul_panel", width)
-  x_np, w_np = rng.standard_normal((1, 4, 8, 12)).astype(np.float32), rng.standard_normal((4 * width, 4, 3, 3)).astype(np.float32)
+  x_np, w_np = rng.standard_normal((1, 4, 8, 24)).astype(np.float32), rng.standard_normal((4 * width, 4, 3, 3)).astype(np.float32)
   x, w = Tensor(x_np).realize(), Tensor(w_np).realize()
   conv = [si for si in create_schedule([x.conv2d(w, padding=1).lazydata]) if si.ast.op.name == "STORE"][-1]
   k = Kernel(conv.ast, renderer).hand_coded_optimizations()

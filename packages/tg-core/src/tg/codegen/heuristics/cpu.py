@@ -45,6 +45,24 @@ class RegisterTile:
     return self.vectors * self.lanes
 
 
+# what a core does per cycle, for register_tile's step model: FMA units and vector load ports (2 each on every x86 core
+# since Haswell, on Zen, and at least that on Apple's and Neoverse cores), and the bytes per cycle the L2 cache
+# sustains to one core (Skylake-SP to Sapphire Rapids and Zen 4: about 32 of a peak 64)
+FMA_UNITS = 2
+LOAD_PORTS = 2
+L2_BYTES_PER_CYCLE = 32
+
+
+def step_cycles(rows: int, vectors: int, vector_bytes: int, costly_rows: bool = False) -> tuple[float, float]:
+  """Cycles of one step of a rows x vectors tile's reduction: (its FMAs on the FMA units, the most any other resource
+  needs). The other resources: the load ports, for `vectors` vector loads and `rows` broadcasts (a masked broadcast
+  is a load and a select: two); the L2 cache, for the vector operand, whose strip the inner output loop reuses from
+  L2 (a 1024 x 64 strip of B is 256 KB: more than an L1, less than an L2), while the broadcast rows come from L1."""
+  fmas = rows * vectors / FMA_UNITS
+  loads = (rows * (2 if costly_rows else 1) + vectors) / LOAD_PORTS
+  return fmas, max(loads, vectors * vector_bytes / L2_BYTES_PER_CYCLE)
+
+
 def register_tile(target: CPUTarget, costly_rows: bool = False) -> RegisterTile:
   """The register tile for `target`, from its vector registers and width.
 
@@ -53,29 +71,34 @@ def register_tile(target: CPUTarget, costly_rows: bool = False) -> RegisterTile:
 
       rows * vectors + vectors + 1 <= vector_registers
 
-  It issues rows * vectors FMAs for rows + vectors loads: the FMA units (2 per core) and the load ports (2 per core)
-  are both busy when loads <= FMAs, and the more FMAs per load the more slack the loads have (for the caches and
-  the packing copies). The FMAs must hide their latency: at least FMA_IN_FLIGHT independent accumulators, and at
-  most twice that (more hides nothing more and crowds the registers: 6 x 4 on AVX-512 measured 97-102 GFLOP/s,
-  4 x 4 113). `vectors` is a power of two (the columns divide the output and B's panels); the rows need not be: a
-  row count that doesn't divide the output's is padded (PADTO: the padded rows are computed from in-bounds reads and
-  never stored, see apply_tile). The most FMAs per load wins, then the fewer vector streams, or with `costly_rows`
-  (the broadcast operand is read through a mask: a padded conv image, whose padded rows would keep their masks) the
-  fewer rows, of powers of two:
+  The FMAs must hide their latency: at least FMA_IN_FLIGHT independent accumulators, and at most twice that (more
+  hides nothing more and crowds the registers: 6 x 4 on AVX-512 measured 97-102 GFLOP/s on a Zen 4, 4 x 4 113).
+  `vectors` is a power of two (the columns divide the output and B's panels); the rows need not be: a row count that
+  doesn't divide the output's is padded (PADTO: the padded rows are computed from in-bounds reads and never stored,
+  see apply_tile). With `costly_rows` (the broadcast operand is read through a mask: a padded conv image, whose padded
+  rows would keep their masks) rows are powers of two and each costs two load-port slots.
 
-      AVX-512, 32 registers of 16 floats: 4 rows x 4 vectors, 16 accumulators + 4 + 1 = 21 registers, 16 FMAs per 8 loads
-        (8 x 2: 19 registers, 16 per 10; 16 x 1: 18 registers, 16 per 17)
-      AVX2, 16 registers of 8 floats:     6 rows x 2 vectors, 12 accumulators + 2 + 1 = 15 registers, 12 FMAs per 8 loads
-        (4 x 2: 11 registers, 8 per 6; 8 x 2 needs 19 registers and spills; with costly rows 2 x 4: 13 registers)
-      NEON, 32 registers of 4 floats:     4 rows x 4 vectors, 21 registers, 16 FMAs per 8 loads
+  Of those, the tile that keeps the FMA units busiest by `step_cycles`' model wins (FMAs per step over the step's
+  cycles), then the one whose other resources have the most slack per FMA (the caches and packing copies share them),
+  then the fewer vector streams:
+
+      AVX-512, 32 registers of 16 floats: 8 rows x 2 vectors, 16 accumulators + 2 + 1 = 19 registers; per step 8
+        cycles of FMAs, 5 of loads, 4 of L2 (4 x 4: 21 registers, 4 cycles of loads but 8 of L2, no slack)
+      AVX2, 16 registers of 8 floats:     6 rows x 2 vectors, 15 registers; 6 cycles of FMAs, 4 of loads, 2 of L2
+        (4 x 2: 11 registers, 4 FMA, 3 load cycles: less slack per FMA; 8 x 2 needs 19 registers and spills; with
+        costly rows 2 x 4: 13 registers)
+      NEON, 32 registers of 4 floats:     4 rows x 4 vectors, 21 registers; 8 FMA cycles, 4 of loads, 2 of L2
       SSE, 16 registers of 4 floats:      6 rows x 2 vectors, 15 registers
 
-  Measured with the C backend on one thread of a Zen 4 EPYC, `CPU_TARGET=x86-64-v3` (AVX2 code): the 1152 x 1024 x 1024
-  matmul's main kernel 8 x 2 (spilling) 54-59 GFLOP/s, 8 x 1 80, 4 x 2 97-105, 4 x 3 102-103, 6 x 2 109-113; the
-  1024 matmul padded to 1026 rows for 6 x 2 107-110, 4 x 2 103-104. Natively (AVX-512): 16 x 1 104, 8 x 2 and 4 x 4
-  106-113. bench/'s 3x3 conv (x86-64-v3, one thread): 2 columns x 4 vectors 81-83, 4 x 4 76-80, 4 x 2 69-75."""
+  Measured with the C backend, each kernel alone (bench-style, median of best-of-5): a 2-core Xeon with AVX-512 that
+  clang calls rocketlake (two 512-bit FMA units), the 1024 matmul's main kernel on 2 threads, 4 x 4 329-344 GFLOP/s,
+  8 x 2 349-358, 16 x 1 239-253; the 2048 one 4 x 4 316-341, 8 x 2 341-357. One thread of a Zen 4 EPYC (512-bit
+  instructions in two 256-bit halves, so the L2 is no limit): natively 16 x 1 104, 8 x 2 and 4 x 4 106-113;
+  `CPU_TARGET=x86-64-v3` (AVX2 code) on the 1152 x 1024 x 1024 matmul 8 x 2 (spilling) 54-59, 8 x 1 80, 4 x 2 97-105,
+  4 x 3 102-103, 6 x 2 109-113; the 1024 matmul padded to 1026 rows for 6 x 2 107-110, 4 x 2 103-104. bench/'s 3x3
+  conv (x86-64-v3, one thread, masked image): 2 columns x 4 vectors 81-83, 4 x 4 76-80, 4 x 2 69-75."""
   lanes = max(1, target.vector_bytes // 4)
-  best: tuple[tuple[float, int], RegisterTile] | None = None
+  best: tuple[tuple[float, float, int], RegisterTile] | None = None
   for rows in range(1, 33):
     if costly_rows and rows & (rows - 1):
       continue
@@ -83,7 +106,8 @@ def register_tile(target: CPUTarget, costly_rows: bool = False) -> RegisterTile:
       acc = rows * vectors
       if acc + vectors + 1 > target.vector_registers or not FMA_IN_FLIGHT <= acc <= 2 * FMA_IN_FLIGHT:
         continue
-      score = (acc / (rows + vectors), -rows if costly_rows else -vectors)
+      fmas, other = step_cycles(rows, vectors, target.vector_bytes, costly_rows)
+      score = (acc / max(fmas, other), -other / acc, -vectors)
       if best is None or score > best[0]:
         best = (score, RegisterTile(rows, vectors, lanes))
   return best[1] if best is not None else RegisterTile(max(1, target.vector_registers - 2), 1, lanes)
