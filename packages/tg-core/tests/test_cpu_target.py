@@ -335,3 +335,34 @@ def test_idle_share_of_a_split_loop() -> None:
   assert idle_share(8, 2) == 0 and idle_share(1, 4) == 0 and idle_share(3, 1) == 0
   assert idle_share(9, 2) == pytest.approx(0.1)  # 5 + 4: one core idle for one of its 5 iterations
   assert idle_share(57, 2) == pytest.approx(1 / 58)
+
+
+def test_a_batch_of_one_does_not_stop_cache_blocking() -> None:
+  """x @ W with x of shape (1, 256, 768), a GPT-2 block's layer on one sequence: its outermost output axis is the batch
+  of 1, no loop. The rows are blocked so that a block of A's rows stays in L2 while each strip of W (3 MB: more than
+  the 1 MiB L2 the run pins) streams through once per block, not once per row tile (the GPT-2 block on a 2-core
+  AVX-512 Xeon: 27.6 -> 23.3 ms under TinyJit)."""
+  from tg import Device
+  code = """
+import numpy as np
+from tg import Device, Tensor
+from tg.codegen.kernel import Kernel, OptOps
+from tg.engine.schedule import create_schedule
+r = Device[Device.DEFAULT].renderer
+if r.global_ids or r.cpu_target is None:
+  print("skip")
+  raise SystemExit
+rng = np.random.default_rng(0)
+x_np, w_np = rng.standard_normal((1, 256, 768)).astype(np.float32), rng.standard_normal((768, 1024)).astype(np.float32)
+x, w = Tensor(x_np).realize(), Tensor(w_np).realize()
+si = [si for si in create_schedule([(x @ w).lazydata]) if si.ast.op.name in ("STORE", "SINK")][-1]
+k = Kernel(si.ast, r).hand_coded_optimizations()
+assert any(o.op is OptOps.BLOCK for o in k.applied_opts), k.applied_opts
+np.testing.assert_allclose((x @ w).numpy(), x_np @ w_np, rtol=1e-4, atol=1e-3)
+print("ok")
+"""
+  env = {**os.environ, "CPU_CACHES": "48K,1M,32M", "CPU_THREADS": "2", "DEVICE": Device.DEFAULT}
+  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0 and out.stdout.strip().split()[-1] in ("ok", "skip"), out.stderr[-3000:]
+  if out.stdout.strip().endswith("skip"):
+    pytest.skip(f"{Device.DEFAULT} is not a CPU device with a target")

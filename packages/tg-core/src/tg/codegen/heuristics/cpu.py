@@ -416,7 +416,8 @@ def block_for_cache(k: Kernel, target: CPUTarget) -> None:
   The threads split the loop of blocks: the largest block whose count of blocks keeps every core busy but for at most
   MAX_IDLE_SHARE of the time. A 1024 matmul padded to 171 tiles of 6 rows (AVX2) blocked by 19 left 9 blocks to 2
   cores, one idle a ninth of the time: 10.95 ms, by 9 (19 blocks) 10.23, by 3 (57) 10.05 (one process, rounds)."""
-  loops = [i for i, kind in enumerate(k.kinds) if kind == GLOBAL and isinstance(k.full_shape[i], int)]
+  # (an axis of size 1 is no loop: x @ W of a (1, 256, 768) x blocks its 256 rows, not its batch of 1)
+  loops = [i for i, kind in enumerate(k.kinds) if kind == GLOBAL and isinstance(n := k.full_shape[i], int) and n > 1]
   if len(loops) < 2:
     return
   outer, n = loops[0], k.full_shape[loops[0]]
