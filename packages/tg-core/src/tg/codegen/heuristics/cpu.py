@@ -454,13 +454,20 @@ def reuse_axes(k: Kernel, globals_: list[int]) -> list[int]:
   """Up to two output axes to upcast, innermost first: along an axis that an input broadcasts (stride 0), the
   upcast copies share that input's load. Each input picks its innermost such axis, so that different inputs are
   reused (matmul: the rows reuse B's loads, the columns A's; conv: output channels reuse the image's loads,
-  output columns the weights')."""
+  output columns the weights').
+
+  Only inputs that move along the reduction count (a bias added after a sum is loaded once per output, a softmax's
+  row max once per row), and only axes longer than 1 (a batch of one is no loop: each GPT-2 LayerNorm's row sums were
+  taken for a matmul's, because the batch axis of their input broadcasts, and ran 10x slower)."""
   picked: list[int] = []
+  reduce_axes = [i for i, kind in enumerate(k.kinds) if kind == REDUCE]
   for op in k.ast.lazyops():
     if op.op is not BufferOps.LOAD:
       continue
     strides = op.arg.st.real_strides()
-    if (cands := [i for i in globals_ if strides[i] == 0 and i not in picked]):
+    if all(strides[r] == 0 for r in reduce_axes):
+      continue
+    if (cands := [i for i in globals_ if strides[i] == 0 and k.full_shape[i] != 1 and i not in picked]):
       picked.append(max(cands))
   return sorted(picked, reverse=True)[:2]
 
