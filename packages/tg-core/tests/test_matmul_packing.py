@@ -239,3 +239,33 @@ def test_cpu_heuristics_copy_b_into_panels_in_runs_of_its_rows(monkeypatch: pyte
   transpose = create_schedule([t.T.contiguous().lazydata])[-1]
   assert [o.amt for o in Kernel(transpose.ast, renderer).hand_coded_optimizations().applied_opts] == [width]
   np.testing.assert_allclose((a @ b).numpy(), a_np @ b_np, rtol=1e-4, atol=1e-4)
+
+
+def test_a_long_reduction_is_packed_below_the_size_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+  """A sum of PACK_MIN_MACS_LONG or more products over PACK_LONG_REDUCE or more elements (a weight gradient over batch x
+  time) is packed though it is below PACK_MIN_MACS; a short one of the same size isn't."""
+  monkeypatch.setattr(Device[Device.DEFAULT].renderer, "matmul_panel", PANEL)
+  monkeypatch.setattr(Device[Device.DEFAULT].renderer, "matmul_panel_rows", PANEL)
+  monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS_LONG", 1 << 14)
+  n = tg.lazy.PACK_LONG_REDUCE
+  long_a, long_b = rng.standard_normal((16, n)).astype(np.float32), rng.standard_normal((n, 16)).astype(np.float32)
+  assert 16 * 16 * n < tg.lazy.PACK_MIN_MACS and _kernels(long_a, long_b) == 3
+  short_a, short_b = rng.standard_normal((128, 64)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
+  assert _kernels(short_a, short_b) == 1
+
+
+def test_a_sum_over_leading_axes_is_packed_in_runs_of_the_whole_reduction(packing: None) -> None:
+  """x.T @ dy summed over leading (batch, time) axes, as a weight gradient is: each packed panel holds every (b, t) of
+  its p columns in one run, so the sum's innermost reduce axis reads the panel with stride p and the outer one with
+  stride (time x p); the panel's block index comes before the reduce axes (not after them, which would copy the
+  operand into its own layout)."""
+  from tg.ops import BufferOps
+  x_np, dy_np = rng.standard_normal((4, 6, 16)).astype(np.float32), rng.standard_normal((4, 6, 24)).astype(np.float32)
+  x, dy = Tensor(x_np).realize(), Tensor(dy_np).realize()
+  out = (x.reshape(4, 6, 16, 1) * dy.reshape(4, 6, 1, 24)).sum((0, 1))
+  items = [si for si in create_schedule([out.lazydata]) if si.ast.op.name in ("STORE", "SINK")]
+  main = items[-1]
+  loads = [op.arg.st.real_strides() for op in main.ast.lazyops() if op.op is BufferOps.LOAD]
+  assert len(items) == 3 and sorted(st[:2] for st in loads) == [(6 * PANEL, PANEL), (6 * PANEL, PANEL)], loads
+  ref = torch.einsum("btm,btn->mn", torch.tensor(x_np), torch.tensor(dy_np)).numpy()
+  np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)

@@ -36,13 +36,18 @@ def pack_noted() -> None:
       add_reader(packed, weakref.ref(r))
 
 
-def _panels(x: LazyBuffer, own: int, p: int) -> LazyBuffer:
-  """x, an operand of a matmul-like sum, copied with its `own` axis split into blocks of p and the p moved innermost
-  (A (M, K) is stored as (M/p, K, p)), without the axes it is broadcast along; returned as a view of x's shape."""
+def _panels(x: LazyBuffer, own: int, p: int, axis: tuple[int, ...]) -> LazyBuffer:
+  """x, an operand of a matmul-like sum over `axis`, copied with its `own` axis split into blocks of p and the p moved
+  innermost (A (M, K) is stored as (M/p, K, p)), without the axes it is broadcast along; returned as a view of x's
+  shape. The block index goes before the reduce axes where they come first (a weight gradient's sum over the batch
+  and time axes of (B, T, M, N)): each panel is one run of K x p, not p elements of every row of K."""
   bcast = {i for i, st in enumerate(x.st.real_strides()) if st == 0}
   compact = x.shrink(tuple((0, 1) if i in bcast else (0, s) for i, s in enumerate(x.shape)))
   split = compact.shape[:own] + (compact.shape[own] // p, p) + compact.shape[own + 1:]  # type: ignore[operator]
-  order = tuple(i for i in range(len(split)) if i != own + 1) + (own + 1,)
+  rest = [i for i in range(len(split)) if i not in (own, own + 1)]
+  first = min(axis)  # (an index below `own` is the same in `split`)
+  at = rest.index(first) if first < own else next((j for j, i in enumerate(rest) if i > own), len(rest))
+  order = tuple(rest[:at] + [own] + rest[at:]) + (own + 1,)
   packed = compact.reshape(split).permute(order).contiguous()
   return packed.permute(tuple(order.index(i) for i in range(len(order)))).reshape(compact.shape).expand(x.shape)
 
@@ -114,5 +119,5 @@ def packed_product(mul: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer | None:
     size = mul.shape[own_axis] if own_axis >= 0 else 0
     packs = can and size % q == 0 and size >= 2 * q  # type: ignore[operator]
     # a panel copy is read without masks already: it is made from the operand as it was, padding and all
-    out.append(_panels(x, own_axis, q) if packs else read)
+    out.append(_panels(x, own_axis, q, axis) if packs else read)
   return None if out == list(mul.srcs) else out[0].e(BinaryOps.MUL, out[1])
