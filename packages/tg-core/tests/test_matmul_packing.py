@@ -269,3 +269,17 @@ def test_a_sum_over_leading_axes_is_packed_in_runs_of_the_whole_reduction(packin
   assert len(items) == 3 and sorted(st[:2] for st in loads) == [(6 * PANEL, PANEL), (6 * PANEL, PANEL)], loads
   ref = torch.einsum("btm,btn->mn", torch.tensor(x_np), torch.tensor(dy_np)).numpy()
   np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_a_computed_operand_is_computed_before_its_panel_copy(packing: None) -> None:
+  """An operand that is itself computed (gelu(h) @ W, a gradient's long expression) is computed in its own layout by
+  its own kernel and then copied into panels; fused into the panel copy, its math ran in panel order with its inputs
+  gathered a few lanes at a time."""
+  h_np, w_np = rng.standard_normal((32, 24)).astype(np.float32), rng.standard_normal((24, 16)).astype(np.float32)
+  h, w = Tensor(h_np).realize(), Tensor(w_np).realize()
+  out = h.gelu() @ w
+  items = [si for si in create_schedule([out.lazydata]) if si.ast.op.name in ("STORE", "SINK")]
+  copies = [si for si in items if si.ast.op.name == "STORE" and si.ast.src[0].op.name == "LOAD"]
+  assert len(items) == 4 and len(copies) == 2, [si.ast.op for si in items]  # gelu, two panel copies, the matmul
+  ref = torch.nn.functional.gelu(torch.tensor(h_np), approximate="tanh") @ torch.tensor(w_np)
+  np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-4, atol=1e-4)

@@ -17,7 +17,7 @@ import weakref
 from tg.device import Device
 from tg.helpers import prod
 from tg.lazy import LazyBuffer, add_reader, pack_candidates
-from tg.ops import BinaryOps, ReduceOps
+from tg.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
 from tg.shape.shapetracker import ShapeTracker
 
 # a padded operand is read from a copy of its padded region (see _unpadded) only while that copy holds at most this many
@@ -41,6 +41,11 @@ def _panels(x: LazyBuffer, own: int, p: int, axis: tuple[int, ...]) -> LazyBuffe
   innermost (A (M, K) is stored as (M/p, K, p)), without the axes it is broadcast along; returned as a view of x's
   shape. The block index goes before the reduce axes where they come first (a weight gradient's sum over the batch
   and time axes of (B, T, M, N)): each panel is one run of K x p, not p elements of every row of K."""
+  if (base := x.base).realized is None and isinstance(base.op, (UnaryOps, BinaryOps, TernaryOps)):
+    # computed first in its own layout (its buffer, read by the copy), not inside the copy: fused into it, a producer's
+    # math (a LayerNorm's backward, 60 inputs) runs in the panel order, its inputs gathered across rows a few lanes at
+    # a time (a char-level GPT's gradient panels: 2-4 ms each instead of 0.3)
+    base.contiguous()
   bcast = {i for i, st in enumerate(x.st.real_strides()) if st == 0}
   compact = x.shrink(tuple((0, 1) if i in bcast else (0, s) for i, s in enumerate(x.shape)))
   split = compact.shape[:own] + (compact.shape[own] // p, p) + compact.shape[own + 1:]  # type: ignore[operator]
