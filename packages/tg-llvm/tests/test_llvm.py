@@ -163,3 +163,12 @@ def test_jit_graph_with_symbolic_sizes() -> None:
     x = np.arange(4 * n, dtype=np.float32).reshape(4, n)
     np.testing.assert_allclose(f(Tensor(x, device="LLVM").reshape(4, v.bind(n))).numpy(), (x * 2 + 1).sum(1), rtol=1e-6)
   assert isinstance(f.graph, LLVMGraph)
+
+
+def test_kernels_prefer_the_targets_vector_width_on_x86() -> None:
+  """LLVM tunes Intel AVX-512 CPUs (rocketlake, icelake, sapphirerapids) to prefer 256-bit vectors: the kernels say
+  which width they were made for, and LLVM's own loop vectorizer takes it (test_big_loops_are_vectorized_for_the_host)."""
+  from tg_llvm.renderer import attributes
+  assert '"prefer-vector-width"="512"' in attributes(64, "x86_64")
+  assert '"prefer-vector-width"="256"' in attributes(32, "AMD64")
+  assert "prefer-vector-width" not in attributes(16, "aarch64") and "prefer-vector-width" not in attributes(0, "x86_64")

@@ -17,13 +17,20 @@ from tg.dtype import DType, PtrDType, dtypes
 from tg.ops import BinaryOps, UnaryOps
 from tg.renderer import Renderer
 from tg.renderer.cpu import END, START, cpu_matmul_panels, cpu_reduce_leaf, loop_to_split, native_vector_bytes, outer_symbol
-from tg.renderer.cpu_target import cpu_target
+from tg.renderer.cpu_target import ARCH_NAMES, cpu_target
 from tg_llvm.alu import alu, bitcast, cast, vector_cast_ok
 from tg_llvm.builder import IRBuilder
 from tg_llvm.irtypes import intrinsic_suffix, ll_const, ll_type, mem_type
 
-# clang's defaults for C: no FP exceptions to preserve, so the optimizer may speculate and vectorize float math
-ATTRIBUTES = 'attributes #0 = { nounwind "no-trapping-math"="true" }'
+
+def attributes(vector_bytes: int, arch: str) -> str:
+  """The kernels' function attributes. clang's defaults for C: no FP exceptions to preserve, so the optimizer may
+  speculate and vectorize float math. On x86, "prefer-vector-width" of the target's own width: LLVM tunes many Intel
+  AVX-512 CPUs (skylake-avx512 to sapphirerapids, and rocketlake) to prefer 256-bit vectors, and its loop vectorizer
+  then builds 8-float loops where the heuristics counted on 16 (tg_clang.compiler.vector_width_flags says the same to
+  clang)."""
+  width = f' "prefer-vector-width"="{vector_bytes * 8}"' if vector_bytes > 0 and ARCH_NAMES.get(arch, arch) == "x86_64" else ""
+  return f'attributes #0 = {{ nounwind "no-trapping-math"="true"{width} }}'
 
 
 def _global_name(name: str) -> str:
@@ -278,4 +285,5 @@ class _KernelWriter:
     head = f"@{_global_name(outer_symbol(self.name))} = constant i32 {self.split.src[1].arg}\n\n" if self.split is not None else ""
     body = "\n".join(["entry:", *self.b.allocas, *self.b.lines, "  ret void"])
     declares = "".join(f"{d}\n" for d in sorted(self.b.declares))
-    return f"{head}define void @{name}({', '.join(self.args)}) #0 {{\n{body}\n}}\n\n{declares}{ATTRIBUTES}\n"
+    attrs = attributes(native_vector_bytes(), cpu_target().arch)
+    return f"{head}define void @{name}({', '.join(self.args)}) #0 {{\n{body}\n}}\n\n{declares}{attrs}\n"
