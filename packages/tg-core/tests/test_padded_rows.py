@@ -161,7 +161,7 @@ b = Tensor(rng.standard_normal((32, 64)).astype(np.float32), device="{device}").
 si = [si for si in create_schedule([(a @ b).lazydata]) if si.ast.op.name in ("STORE", "SINK")][-1]
 k = Kernel(si.ast, r).hand_coded_optimizations()
 ops = [(o.op, o.amt) for o in k.applied_opts]
-assert (OptOps.PADTO, 6) in ops and (OptOps.UPCAST, 6) in ops, ops
+assert any(op is OptOps.PADTO and amt % 6 == 0 for op, amt in ops) and (OptOps.UPCAST, 6) in ops, ops  # (12: 6 leaves a prime count)
 k.to_program()
 assert not any(u.op is UOps.LOAD and u.src[0].op is UOps.DEFINE_GLOBAL and len(u.src) > 2 for u in k.uops), ops
 # blocked for the caches into a count of blocks that 2 cores split evenly: 1026 rows are 171 tiles of 6 (odd), so

@@ -264,7 +264,7 @@ def apply_tile(k: Kernel, vec: int, other: int | None, tile: RegisterTile, targe
   # tried on the kernel as it was: the vector split moves an `other` after `vec`
   rows, pad = tile_rows(k, other, tile, target, vectors)
   c = k.copy()
-  if pad and not try_opt(c, Opt(OptOps.PADTO, other, rows)):  # (a PADTO moves no axis)
+  if pad and not try_opt(c, Opt(OptOps.PADTO, other, pad)):  # (a PADTO moves no axis)
     return False
   splits = [(vec, tile.lanes)] + ([(vec, vectors)] if vectors > 1 else [])
   if rows > 1:
@@ -280,22 +280,30 @@ def apply_tile(k: Kernel, vec: int, other: int | None, tile: RegisterTile, targe
 MAX_ROW_PADDING = 1 / 16
 
 
-def tile_rows(k: Kernel, other: int | None, tile: RegisterTile, target: CPUTarget, vectors: int) -> tuple[int, bool]:
-  """The rows of the register tile along `other`, and whether `other` is first padded to a multiple of them: the
-  tile's own rows when it has its own vectors and they divide `other`, or pad it by at most MAX_ROW_PADDING (a 1024
-  row axis padded to 1026 for 6 rows); else the most rows, a power of two, that divide it and fit the registers
-  with `vectors` vectors (max_rows)."""
+def tile_rows(k: Kernel, other: int | None, tile: RegisterTile, target: CPUTarget, vectors: int) -> tuple[int, int]:
+  """The rows of the register tile along `other`, and the multiple `other` is first padded to (0: none): the tile's
+  own rows when it has its own vectors and they divide `other`, or pad it by at most MAX_ROW_PADDING (a 1024 row axis
+  padded to 1026 for 6 rows); else the most rows, a power of two, that divide it and fit the registers with `vectors`
+  vectors (max_rows). A padding that would leave a prime count of tiles pads to twice the rows where that stays
+  within MAX_ROW_PADDING: a prime loop can't be blocked for the caches (block_for_cache) nor split evenly, and 256
+  rows of AVX2's 6 are 43 tiles (258 rows), 264 rows 44."""
   if other is None:
-    return 1, False
+    return 1, 0
   size = k.full_shape[other]
   if vectors == tile.vectors and isinstance(size, int) and size > tile.rows:
     padded = -(-size // tile.rows) * tile.rows
     if padded == size and _applies(k, Opt(OptOps.UPCAST, other, tile.rows)):
-      return tile.rows, False
-    if padded - size <= size * MAX_ROW_PADDING and try_opt(p := k.copy(), Opt(OptOps.PADTO, other, tile.rows)) and \
-       _applies(p, Opt(OptOps.UPCAST, other, tile.rows)):
-      return tile.rows, True
-  return next((r for r in _halvings(max_rows(target, vectors)) if _applies(k, Opt(OptOps.UPCAST, other, r))), 1), False
+      return tile.rows, 0
+    for multiple in ((2 * tile.rows, tile.rows) if _prime(padded // tile.rows) else (tile.rows,)):
+      padded = -(-size // multiple) * multiple
+      if padded - size <= size * MAX_ROW_PADDING and try_opt(p := k.copy(), Opt(OptOps.PADTO, other, multiple)) and \
+         _applies(p, Opt(OptOps.UPCAST, other, tile.rows)):
+        return tile.rows, multiple
+  return next((r for r in _halvings(max_rows(target, vectors)) if _applies(k, Opt(OptOps.UPCAST, other, r))), 1), 0
+
+
+def _prime(n: int) -> bool:
+  return n > 2 and all(n % d for d in range(2, int(n ** 0.5) + 1))
 
 
 def _applies(k: Kernel, opt: Opt) -> bool:
