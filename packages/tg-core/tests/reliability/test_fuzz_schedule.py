@@ -133,6 +133,16 @@ def _partner(draw, v: Val, pool: list[Val]) -> Val | None:  # type: ignore[no-un
   return draw(st.sampled_from(cands)) if cands else None
 
 
+def _rounding_decides(a: np.ndarray, b: np.ndarray) -> bool:
+  """Some float elements of a and b are within rounding of each other, so which is smaller depends on the order each
+  was computed in, and tg's order is not numpy's (numpy itself sums a row and the row padded with a zero to 1.0092593
+  and 1.0092595, where tg gets 1.0092593 twice): a comparison of them tests nothing but that order."""
+  if a.dtype.kind != "f" and b.dtype.kind != "f":
+    return False
+  x, y = np.broadcast_arrays(a.astype(np.float64), b.astype(np.float64))
+  return bool(np.isclose(x, y, rtol=1e-5, atol=1e-6).any())
+
+
 def _binary(draw, v: Val, pool: list[Val]) -> Val | None:  # type: ignore[no-untyped-def]
   if _is_bool(v):  # a comparison's result chooses between two values
     w = _partner(draw, v, [p for p in pool if not _is_bool(p)] + [Val(Tensor(np.ones(v.shape, np.float32)), np.ones(v.shape, np.float32))])
@@ -144,6 +154,8 @@ def _binary(draw, v: Val, pool: list[Val]) -> Val | None:  # type: ignore[no-unt
     c = draw(st.sampled_from([2, -1, 0]))
     w = Val(Tensor(np.full((1,) * v.n.ndim, c, v.n.dtype)), np.full((1,) * v.n.ndim, c, v.n.dtype))
   op = draw(st.sampled_from(["add", "sub", "mul", "max", "lt", "where", "bool"]))
+  if op in ("bool", "lt") and w is not v and _rounding_decides(v.n, w.n):
+    return None
   if op == "bool":  # a comparison kept as a bool value
     return Val(w.t < v.t, w.n < v.n)
   if op == "add":
