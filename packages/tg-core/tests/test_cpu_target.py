@@ -368,6 +368,46 @@ print("ok")
     pytest.skip(f"{Device.DEFAULT} is not a CPU device with a target")
 
 
+def test_a_dot_tile_sweeps_blocks_of_w_that_fit_half_the_l2() -> None:
+  """x @ W.T (a Linear layer's forward: both operands contiguous along the reduction, the dot tile) with W's 1.6 MB
+  over the 512 KiB L2 the run pins: the loop over W's rows is blocked (BLOCK on the last output axis), its blocks the
+  outermost loop, each block's W rows filling at most half the L2, and as many blocks as 2 cores split evenly. With an
+  L2 that holds W (4 MiB pinned), nothing is blocked. The numbers are numpy's either way (on an AVX2 Zen 3, 2 threads,
+  the kernel alone: 104 -> 115-117 GFLOP/s)."""
+  from tg import Device
+  code = """
+import numpy as np
+from tg import Device, Tensor
+from tg.codegen.heuristics.cpu import MAX_IDLE_SHARE, idle_share
+from tg.codegen.kernel import Kernel, OptOps
+from tg.engine.schedule import create_schedule
+r = Device[Device.DEFAULT].renderer
+if r.global_ids or r.cpu_target is None:
+  print("skip")
+  raise SystemExit
+rng = np.random.default_rng(0)
+x_np, w_np = rng.standard_normal((256, 784)).astype(np.float32), rng.standard_normal((512, 784)).astype(np.float32)
+x, w = Tensor(x_np).realize(), Tensor(w_np).realize()
+si = [si for si in create_schedule([(x @ w.T).lazydata]) if si.ast.op.name in ("STORE", "SINK")][-1]
+k = Kernel(si.ast, r).hand_coded_optimizations()
+blocks = [o for o in k.applied_opts if o.op is OptOps.BLOCK]
+if r.cpu_target.l2_bytes >= w_np.nbytes:
+  assert not blocks, k.applied_opts
+else:
+  assert len(blocks) == 1 and k.applied_opts[0].op is OptOps.UNROLL, k.applied_opts  # the dot tile, then its blocking
+  n_blocks, per_block = k.full_shape[0], 512 // k.full_shape[0]
+  assert per_block * 784 * 4 <= r.cpu_target.l2_bytes // 2 and idle_share(n_blocks, 2) <= MAX_IDLE_SHARE, (k.applied_opts, k.full_shape)
+np.testing.assert_allclose((x @ w.T).numpy(), x_np @ w_np.T, rtol=1e-4, atol=1e-3)
+print("ok")
+"""
+  for caches in ("32K,512K,32M", "32K,4M,32M"):
+    env = {**os.environ, "CPU_CACHES": caches, "CPU_THREADS": "2", "DEVICE": Device.DEFAULT}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and out.stdout.strip().split()[-1] in ("ok", "skip"), (caches, out.stderr[-3000:])
+  if out.stdout.strip().endswith("skip"):
+    pytest.skip(f"{Device.DEFAULT} is not a CPU device with a target")
+
+
 @pytest.mark.parametrize("shape", [(1, 256, 768), (1, 12, 256, 256)])
 def test_row_reductions_of_a_batch_of_one_are_plain_reductions(shape: tuple[int, ...]) -> None:
   """The row sums of x of shape (1, 256, 768) (a LayerNorm's mean on one sequence) and the row max of (1, 12, 256, 256)

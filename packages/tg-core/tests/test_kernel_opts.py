@@ -11,7 +11,7 @@ import pytest
 
 from tg import Device, Tensor, dtypes
 from tg.codegen.kernel import Kernel, KernelOptError, Opt, OptOps
-from tg.codegen.lowerer import GLOBAL, REDUCE
+from tg.codegen.lowerer import GLOBAL, REDUCE, UPCAST
 from tg.codegen.uops import UOp, UOps
 from tg.engine.realize import CompiledRunner
 from tg.engine.schedule import create_schedule
@@ -107,6 +107,25 @@ def test_block_reorders_the_output_loops() -> None:
   k = Kernel(ast, renderer).apply_opts([Opt(OptOps.BLOCK, 0, 2)])
   assert k.full_shape[:3] == (4, 16, 2) and k.kinds[:3] == (GLOBAL, GLOBAL, GLOBAL)
   np.testing.assert_allclose(_run(ast, bufs, k.applied_opts), _run(ast, bufs, []), rtol=1e-5, atol=1e-5)
+
+
+def test_block_of_an_inner_axis_makes_its_blocks_the_outermost_loop() -> None:
+  """BLOCK on the matmul's column axis: its blocks go before the row loop and each block's columns innermost (a dot
+  tile's W blocked so that every row tile sweeps a block in cache); after an UPCAST of the rows, the upcast axis stays
+  where it was. Numbers unchanged either way."""
+  ast, bufs = _build("matmul")  # 8 x 16 outputs, 12 reduced
+  renderer = Device[Device.DEFAULT].renderer
+  if renderer.global_ids:
+    pytest.skip(f"{Device.DEFAULT}'s output axes are hardware indices, not loops")
+  ref = _run(ast, bufs, [])
+  k = Kernel(ast, renderer).apply_opts([Opt(OptOps.BLOCK, 1, 4)])
+  assert k.full_shape[:3] == (4, 8, 4) and k.kinds[:3] == (GLOBAL, GLOBAL, GLOBAL), (k.full_shape, k.kinds)
+  np.testing.assert_allclose(_run(ast, bufs, k.applied_opts), ref, rtol=1e-5, atol=1e-5)
+  k = Kernel(ast, renderer).apply_opts([Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.BLOCK, 2, 2)])
+  assert k.full_shape[:4] == (8, 4, 2, 2) and k.kinds[:4] == (GLOBAL, GLOBAL, GLOBAL, UPCAST), (k.full_shape, k.kinds)
+  np.testing.assert_allclose(_run(ast, bufs, k.applied_opts), ref, rtol=1e-5, atol=1e-5)
+  with pytest.raises(KernelOptError):  # one output loop: nothing to sweep
+    Kernel(*_build("sum_axis")[:1], renderer).apply_opts([Opt(OptOps.BLOCK, 1, 2)])
 
 
 def test_heuristics_match_unoptimized() -> None:

@@ -11,7 +11,8 @@ Optimizations reshape the kernel's iteration space without changing what it comp
                    combines them (neighbouring threads read neighbouring elements on every step: coalesced loads)
   GROUPTOP(axis, n) the same with the n taken off the top: each thread reduces one contiguous run
   BLOCK(axis, n)   loop blocking for caches: split n off an output axis and iterate it innermost among the output
-                   loops, so a block of n rows (or tiles) sweeps the other output axes while its inputs stay in cache
+                   loops, its blocks outermost, so a block of n rows (or tiles) sweeps the other output axes while its
+                   inputs stay in cache
   NOLOCALS         promise not to use locals (the heuristics then add none)
   TC(None, i)      tensor cores: the renderer's i-th tensor core (amt) computes the kernel's matmul, a warp per output tile:
                    M, N and K of the tile are split off an output axis only A varies along, one only B varies along
@@ -138,11 +139,15 @@ class Kernel:
       self.tc = TensorCorePlan(t.tc, t.m + (t.m > axis), t.n + (t.n > axis), t.k + (t.k > axis), t.a_first)
 
   def _block(self, axis: int, amt: int) -> None:
-    """Split `amt` off global `axis` and move that inner part after the last global axis (loops nest in axis order)."""
+    """Split `amt` off global `axis`: the blocks (the outer part) become the outermost loop and the `amt` (the inner
+    part) the innermost output loop (loops nest in axis order). For the first output axis only the inner part moves."""
     self._split(axis, amt, GLOBAL)
-    last = max(i for i, k in enumerate(self.kinds) if k == GLOBAL)
+    others = [i for i, k in enumerate(self.kinds) if k == GLOBAL and i not in (axis, axis + 1)]
     order = [i for i in range(len(self.kinds)) if i != axis + 1]
-    order.insert(order.index(last) + 1, axis + 1)
+    order.insert(order.index(others[-1]) + 1, axis + 1)
+    if others[0] < axis:  # an output loop outside the blocks: they go before it
+      order.remove(axis)
+      order.insert(order.index(others[0]), axis)
     self.ast = _map_sts(self.ast, lambda st: st.permute(tuple(order)))
     if (r := self.reduceop) is not None:
       self.ast = _replace(self.ast, r, LazyOp(r.op, r.src, tuple(sorted(order.index(a) for a in r.arg))))
@@ -186,8 +191,8 @@ class Kernel:
         raise KernelOptError(f"{opt}: output axes are hardware indices on {type(self.renderer).__name__}, not loops to reorder")
       if kinds[opt.axis] != GLOBAL or amt <= 1 or size % amt or amt == size:
         raise KernelOptError(f"{opt}: needs a global axis that {amt} divides into more than one block")
-      if GLOBAL not in kinds[opt.axis + 1:]:
-        raise KernelOptError(f"{opt}: axis {opt.axis} is the innermost output loop already: there is nothing to sweep")
+      if sum(k == GLOBAL for k in kinds) < 2:
+        raise KernelOptError(f"{opt}: the kernel has one output loop: there is nothing to sweep")
       self._block(opt.axis, amt)
       self.applied_opts.append(opt)
       return

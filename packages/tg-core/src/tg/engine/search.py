@@ -29,8 +29,8 @@ ACTIONS = [Opt(op, axis, amt) for axis in range(8) for amt in (2, 3, 4, 8) for o
 
 
 # part of every choice's cache key: choices stored by a search that measured otherwise are searched again (2: candidates
-# timed after an untimed first call, see _runner)
-SEARCH_VERSION = 2
+# timed after an untimed first call, see _runner; 3: BLOCK of an inner output axis puts its blocks outermost)
+SEARCH_VERSION = 3
 RETIME_ROUNDS = 7  # the final timing of the finalists: the median of this many interleaved runs
 
 
