@@ -83,19 +83,17 @@ def _reads_through_view(x: LazyBuffer, target: LazyBuffer) -> bool:
 # a matmul-like sum is computed from packed operands (Renderer.matmul_panel, engine/packing.py) from this many
 # multiply-adds on: below it the operands stay in cache (measured on bench/gpt2_block.py: packing its 2**27-MAC matmuls too made it slower)
 PACK_MIN_MACS = 1 << 28
-# ... and from PACK_MIN_MACS_LONG on when the reduction is at least PACK_LONG_REDUCE long (a weight gradient's sum over
-# batch x time). Unpacked, each step of such a reduction reads the next row of an operand, a row apart: with rows of
-# 2 KB a strip of 1024 of them fills the L2 sets it maps to, and the kernel reads from L3. Measured, the kernel alone,
-# 2 threads of an AVX-512 Xeon: 128 x K by K x 512 unpacked K=512 310 GFLOP/s, 1024 150, 2048 142; packed 303 and 325;
-# a weight gradient x.T @ dy over (32, 64) rows, 128 x 512, 1.8 -> 1.0 ms
-PACK_MIN_MACS_LONG, PACK_LONG_REDUCE = 1 << 26, 1024
+# ... and from PACK_MIN_MACS_LONG on, where engine/packing.py finds an operand whose reads along the reduction span the
+# device's L2 or more (a weight gradient's sum over batch x time, rows 2 KB apart) or that is read through a view with
+# no plain strides (a transposed attention output); smaller sums are noted for neither
+PACK_MIN_MACS_LONG = 1 << 26
 # elements per output that one kernel of a split reduction combines by default (LazyBuffer._tree_reduce): a float32
 # sum's error grows with the length of its sequential chains of adds, which this bounds. A device whose kernels keep
 # more or fewer independent accumulators declares its own (Renderer.reduce_leaf; CPU devices: tg.renderer.cpu.cpu_reduce_leaf)
 SUM_LEAF = 8192
 SUM_LAST = 256  # at most this many partials are left for the last kernel of a split reduction
 RUNS_ALIGN = 32  # a split kernel's partials are a multiple of this many (see LazyBuffer._tree_reduce)
-# sums of products of at least PACK_MIN_MACS multiply-adds, noted as they are built (with PACK on): before a graph is
+# sums of products of at least PACK_MIN_MACS_LONG multiply-adds, noted as they are built (with PACK on): before a graph is
 # scheduled, engine/packing.py asks each one's device how to lay its operands out. Building the graph asks no device.
 pack_candidates: weakref.WeakSet[LazyBuffer] = weakref.WeakSet()
 
@@ -370,8 +368,7 @@ class LazyBuffer:
       return split
     ret = LazyBuffer.metaop(op, new_shape, self.dtype, self.device, axis, (self,))
     if op is ReduceOps.SUM and self._base is None and self.op is BinaryOps.MUL and PACK.value and \
-        isinstance(macs := prod(self.shape), int) and (macs >= PACK_MIN_MACS or (
-          macs >= PACK_MIN_MACS_LONG and prod(self.shape[a] for a in axis) >= PACK_LONG_REDUCE)):
+        isinstance(macs := prod(self.shape), int) and macs >= PACK_MIN_MACS_LONG:
       pack_candidates.add(ret)  # a large matmul-like sum: the scheduler may read its operands packed (engine/packing.py)
     return ret
 
