@@ -241,17 +241,55 @@ def test_cpu_heuristics_copy_b_into_panels_in_runs_of_its_rows(monkeypatch: pyte
   np.testing.assert_allclose((a @ b).numpy(), a_np @ b_np, rtol=1e-4, atol=1e-4)
 
 
-def test_a_long_reduction_is_packed_below_the_size_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
-  """A sum of PACK_MIN_MACS_LONG or more products over PACK_LONG_REDUCE or more elements (a weight gradient over batch x
-  time) is packed though it is below PACK_MIN_MACS; a short one of the same size isn't."""
-  monkeypatch.setattr(Device[Device.DEFAULT].renderer, "matmul_panel", PANEL)
-  monkeypatch.setattr(Device[Device.DEFAULT].renderer, "matmul_panel_rows", PANEL)
+def test_a_reduction_spanning_the_l2_is_packed_below_the_size_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+  """A sum of PACK_MIN_MACS_LONG or more products whose operand's reads along the reduction span the device's L2 (a
+  weight gradient over batch x time, rows far apart: the strip the register tile sweeps can't stay in L2) is packed
+  though it is below PACK_MIN_MACS; a sum of the same size whose reads span less isn't. The L2 is the CPU target's,
+  pinned here to 64 KiB: B of (1024, 16) float32 spans 64 KiB, and so does B of (256, 64)."""
+  import dataclasses
+  renderer = Device[Device.DEFAULT].renderer
+  if renderer.cpu_target is None:
+    pytest.skip(f"{Device.DEFAULT} has no CPU target: its sums are packed by size alone")
+  monkeypatch.setattr(renderer, "matmul_panel", PANEL)
+  monkeypatch.setattr(renderer, "matmul_panel_rows", PANEL)
+  monkeypatch.setattr(renderer, "cpu_target", dataclasses.replace(renderer.cpu_target, l2_bytes=64 << 10))
   monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS_LONG", 1 << 14)
-  n = tg.lazy.PACK_LONG_REDUCE
+  n = 1024
   long_a, long_b = rng.standard_normal((16, n)).astype(np.float32), rng.standard_normal((n, 16)).astype(np.float32)
   assert 16 * 16 * n < tg.lazy.PACK_MIN_MACS and _kernels(long_a, long_b) == 3
+  np.testing.assert_allclose((Tensor(long_a) @ Tensor(long_b)).numpy(), long_a @ long_b, rtol=1e-4, atol=1e-3)
+  # a reduction of 256 over rows of 64 floats spans 64 KiB too: it is the span, not the reduction's length, that counts
+  wide_a, wide_b = rng.standard_normal((16, 256)).astype(np.float32), rng.standard_normal((256, 64)).astype(np.float32)
+  assert _kernels(wide_a, wide_b) == 3
   short_a, short_b = rng.standard_normal((128, 64)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
   assert _kernels(short_a, short_b) == 1
+
+
+def test_an_operand_with_no_plain_strides_is_read_from_a_plain_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+  """A transposed attention output, (heads, positions, features) read as positions x (heads x features), has no stride
+  along the merged reduce axis: its rows are runs of 16 floats far apart. Below the panel threshold it is read from a
+  plain copy (one more kernel, the matmul then reads plain rows); the numbers and gradients are torch's."""
+  from tg.ops import BufferOps
+  renderer = Device[Device.DEFAULT].renderer
+  monkeypatch.setattr(renderer, "matmul_panel", PANEL)
+  monkeypatch.setattr(renderer, "matmul_panel_rows", PANEL)
+  monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS_LONG", 1 << 10)
+  att_np, w_np = rng.standard_normal((1, 4, 32, 16)).astype(np.float32), rng.standard_normal((64, 48)).astype(np.float32)
+  att, w = Tensor(att_np, requires_grad=True), Tensor(w_np, requires_grad=True)
+  att.realize(), w.realize()
+  out = att.transpose(1, 2).reshape(1, 32, 64) @ w
+  assert prod(out.shape) * 64 < tg.lazy.PACK_MIN_MACS
+  items = [si for si in create_schedule([out.lazydata]) if si.ast.op.name in ("STORE", "SINK")]
+  loads = [op.arg.st.real_strides() for op in items[-1].ast.lazyops() if op.op is BufferOps.LOAD]
+  assert len(items) == 2 and all(None not in st for st in loads), loads
+  att_t, w_t = torch.tensor(att_np, requires_grad=True), torch.tensor(w_np, requires_grad=True)
+  out, out_t = att.transpose(1, 2).reshape(1, 32, 64) @ w, att_t.transpose(1, 2).reshape(1, 32, 64) @ w_t
+  np.testing.assert_allclose(out.numpy(), out_t.detach().numpy(), rtol=1e-4, atol=1e-4)
+  (out * out).sum().backward()
+  (out_t * out_t).sum().backward()
+  assert att.grad is not None and w.grad is not None and att_t.grad is not None and w_t.grad is not None
+  np.testing.assert_allclose(att.grad.numpy(), att_t.grad.numpy(), rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(w.grad.numpy(), w_t.grad.numpy(), rtol=1e-4, atol=1e-3)
 
 
 def test_a_sum_over_leading_axes_is_packed_in_runs_of_the_whole_reduction(packing: None) -> None:

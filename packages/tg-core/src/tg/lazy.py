@@ -368,7 +368,7 @@ class LazyBuffer:
       return split
     ret = LazyBuffer.metaop(op, new_shape, self.dtype, self.device, axis, (self,))
     if op is ReduceOps.SUM and self._base is None and self.op is BinaryOps.MUL and PACK.value and \
-        isinstance(macs := prod(self.shape), int) and macs >= PACK_MIN_MACS_LONG:
+        isinstance(macs := prod(self.shape), int) and macs >= min(PACK_MIN_MACS, PACK_MIN_MACS_LONG):
       pack_candidates.add(ret)  # a large matmul-like sum: the scheduler may read its operands packed (engine/packing.py)
     return ret
 

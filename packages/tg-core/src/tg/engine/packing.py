@@ -106,7 +106,7 @@ def _reduce_span(x: LazyBuffer, axis: tuple[int, ...]) -> int | None:
   strides = x.st.real_strides()
   if any(strides[a] is None for a in axis):
     return None
-  return x.dtype.itemsize * (1 + sum((x.shape[a] - 1) * abs(strides[a]) for a in axis))  # type: ignore[operator,arg-type]
+  return x.dtype.itemsize * max(x.shape[a] * abs(strides[a]) for a in axis)  # type: ignore[operator,arg-type,type-var]
 
 
 def _plain_copy(x: LazyBuffer) -> LazyBuffer:
