@@ -80,6 +80,7 @@ class Renderer:
   # channels), stored innermost after the reduce axes: a register tile that wide then reads each operand as one
   # sequential stream instead of a strided one per row (CPUs: their caches and TLBs then serve every load). The copies
   # are ordinary kernels; sums below tg.lazy.PACK_MIN_MACS multiply-adds, whose operands stay in cache, are not packed
+  # (but those of PACK_MIN_MACS_LONG or more whose reads span cpu_target's L2: see tg.engine.packing)
   matmul_panel: int = 0
   # > 0: when both operands are packed, the panel of the one whose own axis is not the output's innermost (A's rows)
   # is this many elements instead: the rows of the register tile, where matmul_panel is its vector columns (0: the same)
