@@ -265,6 +265,38 @@ def test_a_reduction_spanning_the_l2_is_packed_below_the_size_threshold(monkeypa
   assert _kernels(short_a, short_b) == 1
 
 
+def test_a_short_contraction_of_contiguous_operands_is_packed(monkeypatch: pytest.MonkeyPatch) -> None:
+  """Attention scores q @ k.T: both operands contiguous along a short reduction (16 floats here, 64 in GPT-2), which a
+  CPU would compute as dot products, each output's vector lanes added up after a few steps. From PACK_MIN_MACS_SHORT
+  products k is read from panels instead (its copy is one more kernel) and the register tile broadcasts q. A
+  contraction longer than SHORT_DOT_BYTES keeps the dot products. Numbers and gradients are torch's."""
+  from tg.engine.packing import SHORT_DOT_BYTES
+  renderer = Device[Device.DEFAULT].renderer
+  if renderer.cpu_target is None:
+    pytest.skip(f"{Device.DEFAULT} has no CPU target: it computes no dot tiles")
+  monkeypatch.setattr(renderer, "matmul_panel", PANEL)
+  monkeypatch.setattr(renderer, "matmul_panel_rows", PANEL)
+  monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS_SHORT", 1 << 10)
+  q_np, k_np = rng.standard_normal((2, 32, 16)).astype(np.float32), rng.standard_normal((2, 32, 16)).astype(np.float32)
+  q, k = Tensor(q_np, requires_grad=True).realize(), Tensor(k_np, requires_grad=True).realize()
+  items = [si for si in create_schedule([(q @ k.transpose(1, 2)).lazydata]) if si.ast.op.name in ("STORE", "SINK")]
+  copied = [si.inputs[0] for si in items[:-1] if si.ast.op.name == "STORE" and si.ast.src[0].op.name == "LOAD"]
+  assert any(b is k.lazydata.base.buffer for b in copied), [si.ast.op for si in items]
+  q_t, k_t = torch.tensor(q_np, requires_grad=True), torch.tensor(k_np, requires_grad=True)
+  out, out_t = q @ k.transpose(1, 2), q_t @ k_t.transpose(1, 2)
+  np.testing.assert_allclose(out.numpy(), out_t.detach().numpy(), rtol=1e-4, atol=1e-4)
+  (out * out).sum().backward()
+  (out_t * out_t).sum().backward()
+  assert q.grad is not None and k.grad is not None and q_t.grad is not None and k_t.grad is not None
+  np.testing.assert_allclose(q.grad.numpy(), q_t.grad.numpy(), rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(k.grad.numpy(), k_t.grad.numpy(), rtol=1e-4, atol=1e-3)
+  n = SHORT_DOT_BYTES // 4 * 2
+  long_q, long_k = rng.standard_normal((2, 32, n)).astype(np.float32), rng.standard_normal((2, 32, n)).astype(np.float32)
+  assert prod((2, 32, 32, n)) < min(tg.lazy.PACK_MIN_MACS, tg.lazy.PACK_MIN_MACS_LONG)
+  out = Tensor(long_q).realize() @ Tensor(long_k).realize().transpose(1, 2)
+  assert sum(1 for si in create_schedule([out.lazydata]) if si.ast.op.name in ("STORE", "SINK")) == 1
+
+
 def test_an_operand_with_no_plain_strides_is_read_from_a_plain_copy(monkeypatch: pytest.MonkeyPatch) -> None:
   """A transposed attention output, (heads, positions, features) read as positions x (heads x features), has no stride
   along the merged reduce axis: its rows are runs of 16 floats far apart. Below the panel threshold it is read from a

@@ -87,13 +87,16 @@ PACK_MIN_MACS = 1 << 28
 # device's L2 or more (a weight gradient's sum over batch x time, rows 2 KB apart) or that is read through a view with
 # no plain strides (a transposed attention output); smaller sums are noted for neither
 PACK_MIN_MACS_LONG = 1 << 26
+# ... and from PACK_MIN_MACS_SHORT on, a short contraction whose operands are both contiguous along it (attention
+# scores q @ k.T, K = 64), which a CPU otherwise computes as dot products (see engine/packing.py `_short_dot`)
+PACK_MIN_MACS_SHORT = 1 << 25
 # elements per output that one kernel of a split reduction combines by default (LazyBuffer._tree_reduce): a float32
 # sum's error grows with the length of its sequential chains of adds, which this bounds. A device whose kernels keep
 # more or fewer independent accumulators declares its own (Renderer.reduce_leaf; CPU devices: tg.renderer.cpu.cpu_reduce_leaf)
 SUM_LEAF = 8192
 SUM_LAST = 256  # at most this many partials are left for the last kernel of a split reduction
 RUNS_ALIGN = 32  # a split kernel's partials are a multiple of this many (see LazyBuffer._tree_reduce)
-# sums of products of at least PACK_MIN_MACS_LONG multiply-adds, noted as they are built (with PACK on): before a graph is
+# sums of products of at least PACK_MIN_MACS_SHORT multiply-adds, noted as they are built (with PACK on): before a graph is
 # scheduled, engine/packing.py asks each one's device how to lay its operands out. Building the graph asks no device.
 pack_candidates: weakref.WeakSet[LazyBuffer] = weakref.WeakSet()
 
@@ -368,7 +371,7 @@ class LazyBuffer:
       return split
     ret = LazyBuffer.metaop(op, new_shape, self.dtype, self.device, axis, (self,))
     if op is ReduceOps.SUM and self._base is None and self.op is BinaryOps.MUL and PACK.value and \
-        isinstance(macs := prod(self.shape), int) and macs >= min(PACK_MIN_MACS, PACK_MIN_MACS_LONG):
+        isinstance(macs := prod(self.shape), int) and macs >= min(PACK_MIN_MACS, PACK_MIN_MACS_LONG, PACK_MIN_MACS_SHORT):
       pack_candidates.add(ret)  # a large matmul-like sum: the scheduler may read its operands packed (engine/packing.py)
     return ret
 

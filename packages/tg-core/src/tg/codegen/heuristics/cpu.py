@@ -462,9 +462,11 @@ def block_dot_for_cache(k: Kernel, target: CPUTarget) -> None:
     return
   inner, n = loops[-1], k.full_shape[loops[-1]]
   assert isinstance(n, int)
-  loads = [op.arg for op in k.ast.lazyops() if op.op is BufferOps.LOAD]
-  swept = sum(mb.dtype.itemsize * mb.st.real_size() for mb in loads if moves_along(mb.st, inner))
-  if swept <= target.l2_bytes:
+  # what one sweep of the inner loop reads of W: not what W has along the outer loops (q @ k.T sweeps one head's k, not
+  # every head's: 64 KB of GPT-2's 768 KB)
+  swept = sum(mb.dtype.itemsize * prod(s for i, (s, st) in enumerate(zip(k.full_shape, mb.st.real_strides())) if st != 0 and i not in loops[:-1])
+              for mb in (op.arg for op in k.ast.lazyops() if op.op is BufferOps.LOAD) if moves_along(mb.st, inner))
+  if not isinstance(swept, int) or swept <= target.l2_bytes:
     return
   top = min(n - 1, int(target.l2_bytes // 2 // (swept / n)))
   fits = [amt for amt in range(top, 1, -1) if n % amt == 0]
