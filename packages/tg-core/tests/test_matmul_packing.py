@@ -267,7 +267,7 @@ def test_a_reduction_spanning_the_l2_is_packed_below_the_size_threshold(monkeypa
 
 def test_a_short_contraction_of_contiguous_operands_is_packed(monkeypatch: pytest.MonkeyPatch) -> None:
   """Attention scores q @ k.T: both operands contiguous along a short reduction (16 floats here, 64 in GPT-2), which a
-  CPU would compute as dot products, each output's vector lanes added up after a few steps. From PACK_MIN_MACS_SHORT
+  CPU would compute as dot products, each output's vector lanes added up after a few steps. From PACK_MIN_MACS_LAYOUT
   products k is read from panels instead (its copy is one more kernel) and the register tile broadcasts q. A
   contraction longer than SHORT_DOT_BYTES keeps the dot products. Numbers and gradients are torch's."""
   from tg.engine.packing import SHORT_DOT_BYTES
@@ -276,7 +276,7 @@ def test_a_short_contraction_of_contiguous_operands_is_packed(monkeypatch: pytes
     pytest.skip(f"{Device.DEFAULT} has no CPU target: it computes no dot tiles")
   monkeypatch.setattr(renderer, "matmul_panel", PANEL)
   monkeypatch.setattr(renderer, "matmul_panel_rows", PANEL)
-  monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS_SHORT", 1 << 10)
+  monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS_LAYOUT", 1 << 10)
   q_np, k_np = rng.standard_normal((2, 32, 16)).astype(np.float32), rng.standard_normal((2, 32, 16)).astype(np.float32)
   q, k = Tensor(q_np, requires_grad=True).realize(), Tensor(k_np, requires_grad=True).realize()
   items = [si for si in create_schedule([(q @ k.transpose(1, 2)).lazydata]) if si.ast.op.name in ("STORE", "SINK")]
@@ -305,7 +305,7 @@ def test_an_operand_with_no_plain_strides_is_read_from_a_plain_copy(monkeypatch:
   renderer = Device[Device.DEFAULT].renderer
   monkeypatch.setattr(renderer, "matmul_panel", PANEL)
   monkeypatch.setattr(renderer, "matmul_panel_rows", PANEL)
-  monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS_LONG", 1 << 10)
+  monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS_LAYOUT", 1 << 10)
   att_np, w_np = rng.standard_normal((1, 4, 32, 16)).astype(np.float32), rng.standard_normal((64, 48)).astype(np.float32)
   att, w = Tensor(att_np, requires_grad=True), Tensor(w_np, requires_grad=True)
   att.realize(), w.realize()

@@ -83,20 +83,20 @@ def _reads_through_view(x: LazyBuffer, target: LazyBuffer) -> bool:
 # a matmul-like sum is computed from packed operands (Renderer.matmul_panel, engine/packing.py) from this many
 # multiply-adds on: below it the operands stay in cache (measured on bench/gpt2_block.py: packing its 2**27-MAC matmuls too made it slower)
 PACK_MIN_MACS = 1 << 28
-# ... and from PACK_MIN_MACS_LONG on, where engine/packing.py finds an operand whose reads along the reduction span the
-# device's L2 or more (a weight gradient's sum over batch x time, rows 2 KB apart) or that is read through a view with
-# no plain strides (a transposed attention output); smaller sums are noted for neither
+# ... and from PACK_MIN_MACS_LONG on where engine/packing.py finds an operand whose reads along the reduction span the
+# device's L2 or more (a weight gradient's sum over batch x time, rows 2 KB apart)
 PACK_MIN_MACS_LONG = 1 << 26
-# ... and from PACK_MIN_MACS_SHORT on, a short contraction whose operands are both contiguous along it (attention
-# scores q @ k.T, K = 64), which a CPU otherwise computes as dot products (see engine/packing.py `_short_dot`)
-PACK_MIN_MACS_SHORT = 1 << 25
+# ... and from PACK_MIN_MACS_LAYOUT on where the operands' layout calls for it (engine/packing.py): a short contraction
+# of two operands contiguous along it (attention scores q @ k.T, K = 64), which a CPU would compute as dot products,
+# and an operand read through a view with no plain strides (a transposed attention output)
+PACK_MIN_MACS_LAYOUT = 1 << 25
 # elements per output that one kernel of a split reduction combines by default (LazyBuffer._tree_reduce): a float32
 # sum's error grows with the length of its sequential chains of adds, which this bounds. A device whose kernels keep
 # more or fewer independent accumulators declares its own (Renderer.reduce_leaf; CPU devices: tg.renderer.cpu.cpu_reduce_leaf)
 SUM_LEAF = 8192
 SUM_LAST = 256  # at most this many partials are left for the last kernel of a split reduction
 RUNS_ALIGN = 32  # a split kernel's partials are a multiple of this many (see LazyBuffer._tree_reduce)
-# sums of products of at least PACK_MIN_MACS_SHORT multiply-adds, noted as they are built (with PACK on): before a graph is
+# sums of products of at least PACK_MIN_MACS_LAYOUT multiply-adds, noted as they are built (with PACK on): before a graph is
 # scheduled, engine/packing.py asks each one's device how to lay its operands out. Building the graph asks no device.
 pack_candidates: weakref.WeakSet[LazyBuffer] = weakref.WeakSet()
 
@@ -371,7 +371,7 @@ class LazyBuffer:
       return split
     ret = LazyBuffer.metaop(op, new_shape, self.dtype, self.device, axis, (self,))
     if op is ReduceOps.SUM and self._base is None and self.op is BinaryOps.MUL and PACK.value and \
-        isinstance(macs := prod(self.shape), int) and macs >= min(PACK_MIN_MACS, PACK_MIN_MACS_LONG, PACK_MIN_MACS_SHORT):
+        isinstance(macs := prod(self.shape), int) and macs >= min(PACK_MIN_MACS, PACK_MIN_MACS_LONG, PACK_MIN_MACS_LAYOUT):
       pack_candidates.add(ret)  # a large matmul-like sum: the scheduler may read its operands packed (engine/packing.py)
     return ret
 

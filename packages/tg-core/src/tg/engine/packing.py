@@ -1,16 +1,16 @@
 """Packed operands for large matmul-like sums: a rewrite of the lazy graph, made just before it is scheduled.
 
 Building the graph only notes the candidates (`tg.lazy.pack_candidates`: a SUM over a MUL of at least
-`tg.lazy.PACK_MIN_MACS_SHORT` multiply-adds, with PACK on), asking no device anything. Here each candidate's device's
+`tg.lazy.PACK_MIN_MACS_LAYOUT` multiply-adds, with PACK on), asking no device anything. Here each candidate's device's
 renderer decides: with `Renderer.matmul_panel` p > 1, a sum of at least `tg.lazy.PACK_MIN_MACS` products, one of
 `PACK_MIN_MACS_LONG` with an operand whose reads along the reduction span the device's L2 (`_reduce_span`), or one
-of `PACK_MIN_MACS_SHORT` over a short reduction both operands are contiguous along (`_short_dot`), reads each operand
+of `PACK_MIN_MACS_LAYOUT` over a short reduction both operands are contiguous along (`_short_dot`), reads each operand
 that has an output axis of its own from a copy of it laid out in panels along that axis (see `packed_product`), so
 that the register tile reads one sequential stream; an operand read through a padding that isn't packed (a conv's
-image) is read from a copy of its padded region, with no masks. In a sum of `PACK_MIN_MACS_LONG` products or more, an
-operand read through a view with no plain strides along the reduction (a transposed attention output, heads x
-positions read as positions x features) and not packed is read from a plain copy of that view (`_plain_copy`). The
-copies are ordinary kernels (CONTIGUOUS) of the same schedule.
+image) is read from a copy of its padded region, with no masks. In any candidate, an operand read through a view with
+no plain strides along the reduction (a transposed attention output, heads x positions read as positions x features)
+and not packed is read from a plain copy of that view (`_plain_copy`). The copies are ordinary kernels (CONTIGUOUS)
+of the same schedule.
 
 It runs before the schedule cache computes the graph's structure: a graph built again the same way is rewritten the
 same way, so its structure, and the plan found for it, include the packing copies.
@@ -124,8 +124,9 @@ def _short_dot(mul: LazyBuffer, axis: tuple[int, ...]) -> bool:
   128 2413 -> 1981, 256 3918 -> 3464, the copy included; at K = 784 (the MLP's x @ W.T) about the same either way."""
   if len(axis) != 1:
     return False
-  a = axis[0]
-  return all(x.st.real_strides()[a] == 1 for x in mul.srcs) and mul.shape[a] * max(x.dtype.itemsize for x in mul.srcs) <= SHORT_DOT_BYTES  # type: ignore[operator]
+  a, size = axis[0], mul.shape[axis[0]]
+  return isinstance(size, int) and all(x.st.real_strides()[a] == 1 for x in mul.srcs) and \
+    size * max(x.dtype.itemsize for x in mul.srcs) <= SHORT_DOT_BYTES
 
 
 def _plain_copy(x: LazyBuffer) -> LazyBuffer:
@@ -152,13 +153,11 @@ def packed_product(mul: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer | None:
   if any(all(st[k] == 0 for k in axis) for st in (s.st.real_strides() for s in mul.srcs)):
     return None  # an operand that doesn't move along the reduction: not a contraction
   l2 = renderer.cpu_target.l2_bytes if renderer is not None and renderer.cpu_target is not None else None
-  macs, long = prod(mul.shape), prod(mul.shape) >= tg.lazy.PACK_MIN_MACS_LONG
-  panels = macs >= tg.lazy.PACK_MIN_MACS or (l2 is not None and long and any(
+  macs = prod(mul.shape)
+  panels = macs >= tg.lazy.PACK_MIN_MACS or (l2 is not None and macs >= tg.lazy.PACK_MIN_MACS_LONG and any(
     (span := _reduce_span(x, axis)) is not None and span >= l2 for x in mul.srcs)) or (
-    l2 is not None and macs >= tg.lazy.PACK_MIN_MACS_SHORT and _short_dot(mul, axis))
+    l2 is not None and macs >= tg.lazy.PACK_MIN_MACS_LAYOUT and _short_dot(mul, axis))
   if not panels:  # (a padded copy too is only for the sums that get panels)
-    if not long:
-      return None
     out = [_plain_copy(x) if _reduce_span(x, axis) is None and not _window_copy(x, axis) else x for x in mul.srcs]
     return None if out == list(mul.srcs) else out[0].e(BinaryOps.MUL, out[1])
   srcs = tuple(_unpadded(x) or x for x in mul.srcs)
