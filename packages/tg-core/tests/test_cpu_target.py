@@ -337,13 +337,9 @@ def test_idle_share_of_a_split_loop() -> None:
   assert idle_share(57, 2) == pytest.approx(1 / 58)
 
 
-def test_a_batch_of_one_does_not_stop_cache_blocking() -> None:
-  """x @ W with x of shape (1, 256, 768), a GPT-2 block's layer on one sequence: its outermost output axis is the batch
-  of 1, no loop. The rows are blocked so that a block of A's rows stays in L2 while each strip of W (3 MB: more than
-  the 1 MiB L2 the run pins) streams through once per block, not once per row tile (the GPT-2 block on a 2-core
-  AVX-512 Xeon: 27.6 -> 23.3 ms under TinyJit)."""
-  from tg import Device
-  code = """
+# the start of a subprocess test of the CPU heuristics under pinned CPU_CACHES (_heuristics_with_caches): `r`, the test
+# device's renderer, `rng`; a device that isn't a CPU with a target prints "skip"
+_CPU_KERNEL_TEST = """
 import numpy as np
 from tg import Device, Tensor
 from tg.codegen.kernel import Kernel, OptOps
@@ -353,6 +349,25 @@ if r.global_ids or r.cpu_target is None:
   print("skip")
   raise SystemExit
 rng = np.random.default_rng(0)
+"""
+
+
+def _heuristics_with_caches(code: str, caches: str) -> None:
+  """Run _CPU_KERNEL_TEST + code (which prints "ok") in a subprocess with CPU_CACHES=caches and 2 threads."""
+  from tg import Device
+  env = {**os.environ, "CPU_CACHES": caches, "CPU_THREADS": "2", "DEVICE": Device.DEFAULT}
+  out = subprocess.run([sys.executable, "-c", _CPU_KERNEL_TEST + code], env=env, capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0 and out.stdout.strip().split()[-1] in ("ok", "skip"), (caches, out.stderr[-3000:])
+  if out.stdout.strip().endswith("skip"):
+    pytest.skip(f"{Device.DEFAULT} is not a CPU device with a target")
+
+
+def test_a_batch_of_one_does_not_stop_cache_blocking() -> None:
+  """x @ W with x of shape (1, 256, 768), a GPT-2 block's layer on one sequence: its outermost output axis is the batch
+  of 1, no loop. The rows are blocked so that a block of A's rows stays in L2 while each strip of W (3 MB: more than
+  the 1 MiB L2 the run pins) streams through once per block, not once per row tile (the GPT-2 block on a 2-core
+  AVX-512 Xeon: 27.6 -> 23.3 ms under TinyJit)."""
+  code = """
 x_np, w_np = rng.standard_normal((1, 256, 768)).astype(np.float32), rng.standard_normal((768, 1024)).astype(np.float32)
 x, w = Tensor(x_np).realize(), Tensor(w_np).realize()
 si = [si for si in create_schedule([(x @ w).lazydata]) if si.ast.op.name in ("STORE", "SINK")][-1]
@@ -361,11 +376,7 @@ assert any(o.op is OptOps.BLOCK for o in k.applied_opts), k.applied_opts
 np.testing.assert_allclose((x @ w).numpy(), x_np @ w_np, rtol=1e-4, atol=1e-3)
 print("ok")
 """
-  env = {**os.environ, "CPU_CACHES": "48K,1M,32M", "CPU_THREADS": "2", "DEVICE": Device.DEFAULT}
-  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
-  assert out.returncode == 0 and out.stdout.strip().split()[-1] in ("ok", "skip"), out.stderr[-3000:]
-  if out.stdout.strip().endswith("skip"):
-    pytest.skip(f"{Device.DEFAULT} is not a CPU device with a target")
+  _heuristics_with_caches(code, "48K,1M,32M")
 
 
 def test_a_dot_tile_sweeps_blocks_of_w_that_fit_half_the_l2() -> None:
@@ -374,18 +385,8 @@ def test_a_dot_tile_sweeps_blocks_of_w_that_fit_half_the_l2() -> None:
   outermost loop, each block's W rows filling at most half the L2, and as many blocks as 2 cores split evenly. With an
   L2 that holds W (4 MiB pinned), nothing is blocked; nor is q @ k.T over 12 heads, whose inner loop sweeps one head.
   The numbers are numpy's either way (on an AVX2 Zen 3, 2 threads, the kernel alone: 104 -> 115-117 GFLOP/s)."""
-  from tg import Device
   code = """
-import numpy as np
-from tg import Device, Tensor
 from tg.codegen.heuristics.cpu import MAX_IDLE_SHARE, idle_share
-from tg.codegen.kernel import Kernel, OptOps
-from tg.engine.schedule import create_schedule
-r = Device[Device.DEFAULT].renderer
-if r.global_ids or r.cpu_target is None:
-  print("skip")
-  raise SystemExit
-rng = np.random.default_rng(0)
 x_np, w_np = rng.standard_normal((256, 784)).astype(np.float32), rng.standard_normal((512, 784)).astype(np.float32)
 x, w = Tensor(x_np).realize(), Tensor(w_np).realize()
 si = [si for si in create_schedule([(x @ w.T).lazydata]) if si.ast.op.name in ("STORE", "SINK")][-1]
@@ -410,11 +411,7 @@ assert k.applied_opts[0].op is OptOps.UNROLL and not any(o.op is OptOps.BLOCK fo
 print("ok")
 """
   for caches in ("32K,512K,32M", "32K,4M,32M"):
-    env = {**os.environ, "CPU_CACHES": caches, "CPU_THREADS": "2", "DEVICE": Device.DEFAULT}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0 and out.stdout.strip().split()[-1] in ("ok", "skip"), (caches, out.stderr[-3000:])
-  if out.stdout.strip().endswith("skip"):
-    pytest.skip(f"{Device.DEFAULT} is not a CPU device with a target")
+    _heuristics_with_caches(code, caches)
 
 
 @pytest.mark.parametrize("shape", [(1, 256, 768), (1, 12, 256, 256)])

@@ -51,9 +51,14 @@ def test_packed_matmul_matches_torch_with_gradients(packing: None, a_shape: tupl
 
 def _check_matmul_and_grads(a_np: np.ndarray, b_np: np.ndarray) -> None:
   """A @ B and the gradients of sum((A @ B)^2) are torch's."""
+  _same_as_torch(lambda a, b: a @ b, a_np, b_np)
+
+
+def _same_as_torch(f: Any, a_np: np.ndarray, b_np: np.ndarray) -> None:
+  """f(a, b) and the gradients of sum(f(a, b)^2) are torch's (f uses only what tg and torch share: @, transpose, reshape)."""
   a, b = Tensor(a_np, requires_grad=True), Tensor(b_np, requires_grad=True)
   a_t, b_t = torch.tensor(a_np, requires_grad=True), torch.tensor(b_np, requires_grad=True)
-  out, out_t = a @ b, a_t @ b_t
+  out, out_t = f(a, b), f(a_t, b_t)
   np.testing.assert_allclose(out.numpy(), out_t.detach().numpy(), rtol=1e-4, atol=1e-4)
   (out * out).sum().backward()
   (out_t * out_t).sum().backward()
@@ -278,18 +283,11 @@ def test_a_short_contraction_of_contiguous_operands_is_packed(monkeypatch: pytes
   monkeypatch.setattr(renderer, "matmul_panel_rows", PANEL)
   monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS_LAYOUT", 1 << 10)
   q_np, k_np = rng.standard_normal((2, 32, 16)).astype(np.float32), rng.standard_normal((2, 32, 16)).astype(np.float32)
-  q, k = Tensor(q_np, requires_grad=True).realize(), Tensor(k_np, requires_grad=True).realize()
+  q, k = Tensor(q_np).realize(), Tensor(k_np).realize()
   items = [si for si in create_schedule([(q @ k.transpose(1, 2)).lazydata]) if si.ast.op.name in ("STORE", "SINK")]
   copied = [si.inputs[0] for si in items[:-1] if si.ast.op.name == "STORE" and si.ast.src[0].op.name == "LOAD"]
   assert any(b is k.lazydata.base.buffer for b in copied), [si.ast.op for si in items]
-  q_t, k_t = torch.tensor(q_np, requires_grad=True), torch.tensor(k_np, requires_grad=True)
-  out, out_t = q @ k.transpose(1, 2), q_t @ k_t.transpose(1, 2)
-  np.testing.assert_allclose(out.numpy(), out_t.detach().numpy(), rtol=1e-4, atol=1e-4)
-  (out * out).sum().backward()
-  (out_t * out_t).sum().backward()
-  assert q.grad is not None and k.grad is not None and q_t.grad is not None and k_t.grad is not None
-  np.testing.assert_allclose(q.grad.numpy(), q_t.grad.numpy(), rtol=1e-4, atol=1e-3)
-  np.testing.assert_allclose(k.grad.numpy(), k_t.grad.numpy(), rtol=1e-4, atol=1e-3)
+  _same_as_torch(lambda q, k: q @ k.transpose(1, 2), q_np, k_np)
   n = SHORT_DOT_BYTES // 4 * 2
   long_q, long_k = rng.standard_normal((2, 32, n)).astype(np.float32), rng.standard_normal((2, 32, n)).astype(np.float32)
   assert prod((2, 32, 32, n)) < min(tg.lazy.PACK_MIN_MACS, tg.lazy.PACK_MIN_MACS_LONG)
@@ -307,21 +305,13 @@ def test_an_operand_with_no_plain_strides_is_read_from_a_plain_copy(monkeypatch:
   monkeypatch.setattr(renderer, "matmul_panel_rows", PANEL)
   monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS_LAYOUT", 1 << 10)
   att_np, w_np = rng.standard_normal((1, 4, 32, 16)).astype(np.float32), rng.standard_normal((64, 48)).astype(np.float32)
-  att, w = Tensor(att_np, requires_grad=True), Tensor(w_np, requires_grad=True)
-  att.realize(), w.realize()
+  att, w = Tensor(att_np).realize(), Tensor(w_np).realize()
   out = att.transpose(1, 2).reshape(1, 32, 64) @ w
   assert prod(out.shape) * 64 < tg.lazy.PACK_MIN_MACS
   items = [si for si in create_schedule([out.lazydata]) if si.ast.op.name in ("STORE", "SINK")]
   loads = [op.arg.st.real_strides() for op in items[-1].ast.lazyops() if op.op is BufferOps.LOAD]
   assert len(items) == 2 and all(None not in st for st in loads), loads
-  att_t, w_t = torch.tensor(att_np, requires_grad=True), torch.tensor(w_np, requires_grad=True)
-  out, out_t = att.transpose(1, 2).reshape(1, 32, 64) @ w, att_t.transpose(1, 2).reshape(1, 32, 64) @ w_t
-  np.testing.assert_allclose(out.numpy(), out_t.detach().numpy(), rtol=1e-4, atol=1e-4)
-  (out * out).sum().backward()
-  (out_t * out_t).sum().backward()
-  assert att.grad is not None and w.grad is not None and att_t.grad is not None and w_t.grad is not None
-  np.testing.assert_allclose(att.grad.numpy(), att_t.grad.numpy(), rtol=1e-4, atol=1e-3)
-  np.testing.assert_allclose(w.grad.numpy(), w_t.grad.numpy(), rtol=1e-4, atol=1e-3)
+  _same_as_torch(lambda att, w: att.transpose(1, 2).reshape(1, 32, 64) @ w, att_np, w_np)
 
 
 def test_a_sum_over_leading_axes_is_packed_in_runs_of_the_whole_reduction(packing: None) -> None:
