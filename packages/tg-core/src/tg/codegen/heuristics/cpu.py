@@ -14,11 +14,11 @@ from tg.codegen.kernel import Kernel, Opt, OptOps
 from tg.codegen.lowerer import ACC_CHAINS, GLOBAL, REDUCE, UPCAST, kernel_stores
 from tg.dtype import dtypes
 from tg.helpers import prod
-from tg.ops import BufferOps, MetaOps
+from tg.ops import BufferOps, MemBuffer, MetaOps
 from tg.renderer import Renderer
 from tg.renderer.cpu_target import CPUTarget, generic_target
 from tg.shape.shapetracker import ShapeTracker
-from tg.shape.symbolic import Variable
+from tg.shape.symbolic import Variable, sint
 
 SMALL_REDUCE = 7  # a reduce axis up to this size (a conv's window) is unrolled whole
 MAX_CHAIN = 256  # adds one partial sum of a plain reduction may chain (see plain_reduce)
@@ -454,7 +454,9 @@ def block_dot_for_cache(k: Kernel, target: CPUTarget) -> None:
   So the inner loop is blocked: its blocks become the outermost loop (BLOCK on the last output axis), a block of W
   rows filling at most half the L2 while every x tile sweeps it, each x tile's rows staying in L1 (4 rows of K floats:
   12 KB at K = 784). W is then read from L3 once, x once per block. The threads split the blocks: the largest block
-  whose count keeps every core busy but for MAX_IDLE_SHARE, as in block_for_cache. Measured on a 2-core Zen 3 EPYC
+  whose count gives every core a share and keeps them busy but for MAX_IDLE_SHARE, as in block_for_cache, and no
+  blocking where no count does (48 cores split 256 pairs of W rows in 128 blocks at best: 3 for some cores, 2 for
+  others). Measured on a 2-core Zen 3 EPYC
   (AVX2, L2 512 KiB, the kernel alone, 2 threads, rounds): 256 x 784 by (512 x 784).T 104 -> 115-117 GFLOP/s,
   256 x 512 by (512 x 512).T 78 -> 86-90, 256 x 768 by (768 x 768).T 101 -> 102-109."""
   loops = [i for i, kind in enumerate(k.kinds) if kind == GLOBAL and isinstance(n := k.full_shape[i], int) and n > 1]
@@ -464,14 +466,17 @@ def block_dot_for_cache(k: Kernel, target: CPUTarget) -> None:
   assert isinstance(n, int)
   # what one sweep of the inner loop reads of W: not what W has along the outer loops (q @ k.T sweeps one head's k, not
   # every head's: 64 KB of GPT-2's 768 KB)
-  swept = sum(mb.dtype.itemsize * prod(s for i, (s, st) in enumerate(zip(k.full_shape, mb.st.real_strides())) if st != 0 and i not in loops[:-1])
-              for mb in (op.arg for op in k.ast.lazyops() if op.op is BufferOps.LOAD) if moves_along(mb.st, inner))
+  def sweep_bytes(mb: MemBuffer) -> sint:
+    return mb.dtype.itemsize * prod(s for i, (s, st) in enumerate(zip(k.full_shape, mb.st.real_strides())) if st != 0 and i not in loops[:-1])
+  swept = sum(sweep_bytes(op.arg) for op in k.ast.lazyops() if op.op is BufferOps.LOAD and moves_along(op.arg.st, inner))
   if not isinstance(swept, int) or swept <= target.l2_bytes:
     return
   top = min(n - 1, int(target.l2_bytes // 2 // (swept / n)))
-  fits = [amt for amt in range(top, 1, -1) if n % amt == 0]
-  balanced = [amt for amt in fits if idle_share(n // amt, target.cores) <= MAX_IDLE_SHARE]
-  any(try_opt(k, Opt(OptOps.BLOCK, inner, amt)) for amt in balanced or fits)
+  # only a count of blocks that every core gets a share of, evenly: the blocks are now what the threads split, and
+  # fewer of them than cores would leave cores idle where the unblocked kernel's outer loop kept them all busy
+  balanced = [amt for amt in range(top, 1, -1) if n % amt == 0 and n // amt >= target.cores and
+              idle_share(n // amt, target.cores) <= MAX_IDLE_SHARE]
+  any(try_opt(k, Opt(OptOps.BLOCK, inner, amt)) for amt in balanced)
 
 
 MAX_IDLE_SHARE = 1 / 32  # of the cores' time, that a split of a loop may leave idle (see block_for_cache)
