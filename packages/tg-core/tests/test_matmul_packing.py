@@ -288,6 +288,12 @@ def test_a_short_contraction_of_contiguous_operands_is_packed(monkeypatch: pytes
   copied = [si.inputs[0] for si in items[:-1] if si.ast.op.name == "STORE" and si.ast.src[0].op.name == "LOAD"]
   assert any(b is k.lazydata.base.buffer for b in copied), [si.ast.op for si in items]
   _same_as_torch(lambda q, k: q @ k.transpose(1, 2), q_np, k_np)
+  # float16 operands (the run is 32 bytes) are packed alike, the panel copy keeping their dtype
+  q16, k16 = Tensor(q_np.astype(np.float16)).realize(), Tensor(k_np.astype(np.float16)).realize()
+  items = [si for si in create_schedule([(q16 @ k16.transpose(1, 2)).lazydata]) if si.ast.op.name in ("STORE", "SINK")]
+  assert len(items) >= 2, [si.ast.op for si in items]
+  ref = q_np.astype(np.float16).astype(np.float32) @ k_np.astype(np.float16).astype(np.float32).transpose(0, 2, 1)
+  np.testing.assert_allclose((q16 @ k16.transpose(1, 2)).numpy().astype(np.float32), ref, rtol=1e-2, atol=5e-2)
   n = SHORT_DOT_BYTES // 4 * 2
   long_q, long_k = rng.standard_normal((2, 32, n)).astype(np.float32), rng.standard_normal((2, 32, n)).astype(np.float32)
   assert prod((2, 32, 32, n)) < min(tg.lazy.PACK_MIN_MACS, tg.lazy.PACK_MIN_MACS_LONG)

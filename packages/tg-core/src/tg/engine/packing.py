@@ -9,7 +9,7 @@ that has an output axis of its own from a copy of it laid out in panels along th
 that the register tile reads one sequential stream; an operand read through a padding that isn't packed (a conv's
 image) is read from a copy of its padded region, with no masks. In any candidate, an operand read through a view with
 no plain strides along the reduction (a transposed attention output, heads x positions read as positions x features)
-and not packed is read from a plain copy of that view (`_plain_copy`). The copies are ordinary kernels (CONTIGUOUS)
+and not packed is read from a plain copy of that view (`_plain`). The copies are ordinary kernels (CONTIGUOUS)
 of the same schedule.
 
 It runs before the schedule cache computes the graph's structure: a graph built again the same way is rewritten the
@@ -52,8 +52,7 @@ def _panels(x: LazyBuffer, own: int, p: int, axis: tuple[int, ...]) -> LazyBuffe
     # math (a LayerNorm's backward, 60 inputs) runs in the panel order, its inputs gathered across rows a few lanes at
     # a time (a char-level GPT's gradient panels: 2-4 ms each instead of 0.3)
     base.contiguous()
-  bcast = {i for i, st in enumerate(x.st.real_strides()) if st == 0}
-  compact = x.shrink(tuple((0, 1) if i in bcast else (0, s) for i, s in enumerate(x.shape)))
+  compact = _compact(x)
   split = compact.shape[:own] + (compact.shape[own] // p, p) + compact.shape[own + 1:]  # type: ignore[operator]
   rest = [i for i in range(len(split)) if i not in (own, own + 1)]
   first = min(axis)  # (an index below `own` is the same in `split`)
@@ -129,12 +128,19 @@ def _short_dot(mul: LazyBuffer, axis: tuple[int, ...]) -> bool:
     size * max(x.dtype.itemsize for x in mul.srcs) <= SHORT_DOT_BYTES
 
 
-def _plain_copy(x: LazyBuffer) -> LazyBuffer:
-  """x read from a contiguous copy of its view (without the axes it is broadcast along): the positions x features
-  matrix of a transposed attention output, whose rows are runs of 64 floats 64 KB apart, becomes plain rows (the
-  GPT-2 block's output projection, 256 x 768 by 768 x 768, on a 2-core Zen 3 EPYC: 5.1 -> 2.5 ms, the copy included)."""
-  bcast = [i for i, st in enumerate(x.st.real_strides()) if st == 0]
-  return x.shrink(tuple((0, 1) if i in bcast else (0, s) for i, s in enumerate(x.shape))).contiguous().expand(x.shape)
+def _compact(x: LazyBuffer) -> LazyBuffer:
+  """x without the axes it is broadcast along (each shrunk to one element): what a copy of it needs to store."""
+  return x.shrink(tuple((0, 1) if st == 0 else (0, s) for s, st in zip(x.shape, x.st.real_strides())))
+
+
+def _plain(x: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer:
+  """x, or x read from a contiguous copy of its view when the view has no plain strides along the reduction `axis`
+  and reads no element twice (`_window_copy`): the positions x features matrix of a transposed attention output,
+  whose rows are runs of 64 floats 64 KB apart, becomes plain rows (the GPT-2 block's output projection, 256 x 768 by
+  768 x 768, on a 2-core Zen 3 EPYC: 5.1 -> 2.5 ms, the copy included)."""
+  if _reduce_span(x, axis) is not None or _window_copy(x, axis):
+    return x
+  return _compact(x).contiguous().expand(x.shape)
 
 
 def packed_product(mul: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer | None:
@@ -158,7 +164,7 @@ def packed_product(mul: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer | None:
     (span := _reduce_span(x, axis)) is not None and span >= l2 for x in mul.srcs)) or (
     l2 is not None and macs >= tg.lazy.PACK_MIN_MACS_LAYOUT and _short_dot(mul, axis))
   if not panels:  # (a padded copy too is only for the sums that get panels)
-    out = [_plain_copy(x) if _reduce_span(x, axis) is None and not _window_copy(x, axis) else x for x in mul.srcs]
+    out = [_plain(x, axis) for x in mul.srcs]
     return None if out == list(mul.srcs) else out[0].e(BinaryOps.MUL, out[1])
   srcs = tuple(_unpadded(x) or x for x in mul.srcs)
   strides = [s.st.real_strides() for s in srcs]
@@ -179,8 +185,5 @@ def packed_product(mul: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer | None:
     size = mul.shape[own_axis] if own_axis >= 0 else 0
     packs = can and size % q == 0 and size >= 2 * q  # type: ignore[operator]
     # a panel copy is read without masks already: it is made from the operand as it was, padding and all
-    if packs:
-      out.append(_panels(x, own_axis, q, axis))
-    else:
-      out.append(_plain_copy(read) if _reduce_span(read, axis) is None and not _window_copy(read, axis) else read)
+    out.append(_panels(x, own_axis, q, axis) if packs else _plain(read, axis))
   return None if out == list(mul.srcs) else out[0].e(BinaryOps.MUL, out[1])
