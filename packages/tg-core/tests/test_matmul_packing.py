@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import tg.lazy
-from tg import Device, Tensor
+from tg import Device, Tensor, dtypes
+from tg.device import is_dtype_supported
 from tg.engine.schedule import create_schedule
 from tg.helpers import Context, prod
 
@@ -288,18 +289,30 @@ def test_a_short_contraction_of_contiguous_operands_is_packed(monkeypatch: pytes
   copied = [si.inputs[0] for si in items[:-1] if si.ast.op.name == "STORE" and si.ast.src[0].op.name == "LOAD"]
   assert any(b is k.lazydata.base.buffer for b in copied), [si.ast.op for si in items]
   _same_as_torch(lambda q, k: q @ k.transpose(1, 2), q_np, k_np)
-  # float16 operands (the run is 32 bytes) are packed alike, the panel copy keeping their dtype
-  q16, k16 = Tensor(q_np.astype(np.float16)).realize(), Tensor(k_np.astype(np.float16)).realize()
-  items = [si for si in create_schedule([(q16 @ k16.transpose(1, 2)).lazydata]) if si.ast.op.name in ("STORE", "SINK")]
-  assert len(items) >= 2, [si.ast.op for si in items]
-  ref = q_np.astype(np.float16).astype(np.float32) @ k_np.astype(np.float16).astype(np.float32).transpose(0, 2, 1)
-  np.testing.assert_allclose((q16 @ k16.transpose(1, 2)).numpy().astype(np.float32), ref, rtol=1e-2, atol=5e-2)
   n = SHORT_DOT_BYTES // 4 * 2
   long_q, long_k = rng.standard_normal((2, 32, n)).astype(np.float32), rng.standard_normal((2, 32, n)).astype(np.float32)
   assert prod((2, 32, 32, n)) < min(tg.lazy.PACK_MIN_MACS, tg.lazy.PACK_MIN_MACS_LONG)
   out = Tensor(long_q).realize() @ Tensor(long_k).realize().transpose(1, 2)
   assert sum(1 for si in create_schedule([out.lazydata]) if si.ast.op.name in ("STORE", "SINK")) == 1
 
+
+
+@pytest.mark.skipif(not is_dtype_supported(dtypes.float16), reason="the device has no float16 (Renderer.missing_dtypes)")
+def test_a_short_float16_contraction_is_packed(monkeypatch: pytest.MonkeyPatch) -> None:
+  """float16 operands of a short contraction (a 32-byte run here) are summed in float32, as every float16 matmul is:
+  the widened copies are what the main kernel reads, packed like float32 operands. The result is float16."""
+  renderer = Device[Device.DEFAULT].renderer
+  if renderer.cpu_target is None:
+    pytest.skip(f"{Device.DEFAULT} has no CPU target: it computes no dot tiles")
+  monkeypatch.setattr(renderer, "matmul_panel", PANEL)
+  monkeypatch.setattr(renderer, "matmul_panel_rows", PANEL)
+  monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS_LAYOUT", 1 << 10)
+  q_np, k_np = (rng.standard_normal((2, 32, 16)).astype(np.float16) for _ in range(2))
+  q16, k16 = Tensor(q_np).realize(), Tensor(k_np).realize()
+  items = [si for si in create_schedule([(q16 @ k16.transpose(1, 2)).lazydata]) if si.ast.op.name in ("STORE", "SINK")]
+  assert len(items) >= 3 and items[-1].outputs[0].dtype == dtypes.float16, [si.ast.op for si in items]
+  ref = q_np.astype(np.float32) @ k_np.astype(np.float32).transpose(0, 2, 1)
+  np.testing.assert_allclose((q16 @ k16.transpose(1, 2)).numpy().astype(np.float32), ref, rtol=1e-2, atol=5e-2)
 
 def test_an_operand_with_no_plain_strides_is_read_from_a_plain_copy(monkeypatch: pytest.MonkeyPatch) -> None:
   """A transposed attention output, (heads, positions, features) read as positions x (heads x features), has no stride
