@@ -179,6 +179,30 @@ def test_rows_panel_follows_the_output_not_the_argument_order(packing: None, mon
   np.testing.assert_allclose((b.T.reshape(1, 32, 40) * a.reshape(16, 1, 40)).sum(2).numpy(), a_np @ b_np, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("m,long,packed", [(64, False, True), (20, False, False), (64, True, False)])
+def test_rows_the_tile_pads_are_packed_in_padded_panels(packing: None, monkeypatch: pytest.MonkeyPatch, m: int, long: bool,
+                                                        packed: bool) -> None:
+  """A register tile of 6 rows pads a row axis that 6 doesn't divide (AVX2's 512 rows: 516) and never stores the
+  padded rows. A's row panels are padded alike: 64 rows are copied as 66 (11 panels of 6, the last two rows zeros) and
+  the sum reads the real 64 through a view. 20 rows would need 4 more, past MAX_ROW_PADDING: A is read in place. So is
+  A where B's panel over the whole reduction is larger than the L1 (`long`). The product and both gradients (the
+  weight gradient dy.T @ x is such a sum) are torch's."""
+  from tg.codegen.heuristics.cpu import row_padding
+  renderer = Device[Device.DEFAULT].renderer
+  if renderer.cpu_target is None:
+    pytest.skip(f"{Device.DEFAULT} has no CPU target: no L1 to fit, no tile rows to pad")
+  monkeypatch.setattr(renderer, "matmul_panel_rows", 6)
+  assert (row_padding(m, 6) == (6,)) is (packed or long)
+  k = renderer.cpu_target.l1d_bytes // (4 * PANEL) + PANEL if long else 40
+  a_np, b_np = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, 64)).astype(np.float32)
+  assert _panel_widths(a_np, b_np) == ({"A": 6, "B": PANEL} if packed else {"B": PANEL})
+  a, b = Tensor(a_np).realize(), Tensor(b_np).realize()
+  copies = [si for si in create_schedule([(a @ b).lazydata]) if len(si.inputs) == 1 and si.inputs[0] is a.lazydata.base.buffer]
+  assert [si.outputs[0].size for si in copies] == ([-(-m // 6) * 6 * k] if packed else [])
+  _check_matmul_and_grads(a_np, b_np)
+  _same_as_torch(lambda dy, x: dy.T @ x, rng.standard_normal((k, m)).astype(np.float32), rng.standard_normal((k, 64)).astype(np.float32))
+
+
 def test_pack_0_turns_packing_off(packing: None) -> None:
   a, b = rng.standard_normal((32, 16)).astype(np.float32), rng.standard_normal((16, 32)).astype(np.float32)
   with Context(PACK=0):

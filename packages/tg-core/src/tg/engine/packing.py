@@ -20,6 +20,7 @@ from __future__ import annotations
 import weakref
 
 import tg.lazy
+from tg.codegen.heuristics.cpu import row_padding
 from tg.device import Device
 from tg.helpers import prod
 from tg.lazy import LazyBuffer, add_reader, pack_candidates
@@ -42,25 +43,44 @@ def pack_noted() -> None:
       add_reader(packed, weakref.ref(r))
 
 
-def _panels(x: LazyBuffer, own: int, p: int, axis: tuple[int, ...]) -> LazyBuffer:
+def _panels(x: LazyBuffer, own: int, p: int, axis: tuple[int, ...], padded: int) -> LazyBuffer:
   """x, an operand of a matmul-like sum over `axis`, copied with its `own` axis split into blocks of p and the p moved
   innermost (A (M, K) is stored as (M/p, K, p)), without the axes it is broadcast along; returned as a view of x's
   shape. The block index goes before the reduce axes where they come first (a weight gradient's sum over the batch
-  and time axes of (B, T, M, N)): each panel is one run of K x p, not p elements of every row of K."""
+  and time axes of (B, T, M, N)): each panel is one run of K x p, not p elements of every row of K. An `own` axis of fewer
+  than `padded` elements (a multiple of p, see _panel_rows) is padded with zeros to it, the view reading only its real
+  rows."""
   if (base := x.base).realized is None and isinstance(base.op, (UnaryOps, BinaryOps, TernaryOps)):
     # computed first in its own layout (its buffer, read by the copy), not inside the copy: fused into it, a producer's
     # math (a LayerNorm's backward, 60 inputs) runs in the panel order, its inputs gathered across rows a few lanes at
     # a time (a char-level GPT's gradient panels: 2-4 ms each instead of 0.3)
     base.contiguous()
   compact = _compact(x)
-  split = compact.shape[:own] + (compact.shape[own] // p, p) + compact.shape[own + 1:]  # type: ignore[operator]
+  if (size := compact.shape[own]) != padded:
+    compact = compact.pad(tuple((0, padded - size) if i == own else (0, 0) for i in range(len(compact.shape))))
+  split = compact.shape[:own] + (padded // p, p) + compact.shape[own + 1:]
   rest = [i for i in range(len(split)) if i not in (own, own + 1)]
   first = min(axis)  # (an index below `own` is the same in `split`)
   at = rest.index(first) if first < own else next((j for j, i in enumerate(rest) if i > own), len(rest))
   order = tuple(rest[:at] + [own] + rest[at:]) + (own + 1,)
   packed = compact.reshape(split).permute(order).contiguous()
-  return packed.permute(tuple(order.index(i) for i in range(len(order)))).reshape(compact.shape).expand(x.shape)
+  back = packed.permute(tuple(order.index(i) for i in range(len(order)))).reshape(compact.shape)
+  if padded != size:
+    back = back.shrink(tuple((0, size) if i == own else (0, n) for i, n in enumerate(back.shape)))
+  return back.expand(x.shape)
 
+
+def _panel_rows(size: int, q: int, rows: bool) -> int | None:
+  """The rows of a copy of an operand's `own` axis of `size` in panels of q (at least two panels): `size` where q divides
+  it; else, for the register tile's rows (`rows`), which it pads (codegen/heuristics/cpu.py `tile_rows`), the size the
+  tile pads it to (`row_padding`: 512 rows to 516 for AVX2's 6, 256 to 264), so that every row the tile reads, padded
+  or not, lies in the copy and a row's index needs no wrap-around; None where neither holds."""
+  if size < 2 * q:
+    return None
+  if size % q == 0:
+    return size
+  multiples = row_padding(size, q) if rows else ()
+  return -(-size // multiples[0]) * multiples[0] if multiples else None
 
 def _unpadded(x: LazyBuffer) -> LazyBuffer | None:
   """x, an operand read through a padding (a view with a mask: a conv's padded image), as the same view of a copy of the
@@ -149,7 +169,8 @@ def packed_product(mul: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer | None:
   it moves along and the other operand is broadcast on (A's rows, B's columns, a conv weight's output channels); p of
   the innermost one at a time become the operand's innermost axis, after the reduce axes, so that a register tile p
   wide reads it as one sequential stream (p is Renderer.matmul_panel for the tile's vector side, matmul_panel_rows for
-  its rows). An operand is packed when that axis is a multiple of its p (at least two panels), its view has plain
+  its rows). An operand is packed when that axis is a multiple of its p, or is the tile's rows and a little padding
+  makes it one (`_panel_rows`; at least two panels either way), its view has plain
   strides once its padding is taken off (`_unpadded`), and it reads no element twice (`_window_copy`). An operand that
   isn't packed is read from its padded copy (`_unpadded`), if it has one."""
   renderer = Device[mul.device].renderer
@@ -180,10 +201,17 @@ def packed_product(mul: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer | None:
   assert renderer is not None
   rows = renderer.matmul_panel_rows or p
   panel = [p, p] if not all(packable) else [p if owns[0] > owns[1] else rows, p if owns[1] > owns[0] else rows]
+  # the tile's rows may be padded to fill their panels (_panel_rows; not columns, which would be vector lanes of every
+  # store) where the other operand's panel, one run over the whole reduction, stays in the L1 from one row tile to the
+  # next: then the rows' reads are what the copy speeds up. Measured on a 2-core Zen 3 EPYC (AVX2, 32 KiB L1d),
+  # dy.T @ x with 512 rows padded to 516: a 256-long reduction (16 KiB panels) 2.49 -> 2.08 ms, the copy included; a
+  # 2048-long one (128 KiB panels, streamed from the L2 either way) no faster, and its copy cost 0.7-1.2 ms
+  l1 = renderer.cpu_target.l1d_bytes if renderer.cpu_target is not None else 0
+  pad_rows = all(packable) and rows != p and prod(mul.shape[a] for a in axis) * p * max(x.dtype.itemsize for x in mul.srcs) <= l1
   out = []
   for x, read, own_axis, can, q in zip(mul.srcs, srcs, owns, packable, panel):
     size = mul.shape[own_axis] if own_axis >= 0 else 0
-    packs = can and size % q == 0 and size >= 2 * q  # type: ignore[operator]
+    padded = _panel_rows(size, q, rows=pad_rows and q == rows) if can else None  # type: ignore[arg-type]
     # a panel copy is read without masks already: it is made from the operand as it was, padding and all
-    out.append(_panels(x, own_axis, q, axis) if packs else _plain(read, axis))
+    out.append(_panels(x, own_axis, q, axis, padded) if padded is not None else _plain(read, axis))
   return None if out == list(mul.srcs) else out[0].e(BinaryOps.MUL, out[1])

@@ -296,12 +296,19 @@ def tile_rows(k: Kernel, other: int | None, tile: RegisterTile, target: CPUTarge
     padded = -(-size // tile.rows) * tile.rows
     if padded == size and _applies(k, Opt(OptOps.UPCAST, other, tile.rows)):
       return tile.rows, 0
-    for multiple in ((2 * tile.rows, tile.rows) if _prime(padded // tile.rows) else (tile.rows,)):
-      padded = -(-size // multiple) * multiple
-      if padded - size <= size * MAX_ROW_PADDING and try_opt(p := k.copy(), Opt(OptOps.PADTO, other, multiple)) and \
-         _applies(p, Opt(OptOps.UPCAST, other, tile.rows)):
+    for multiple in row_padding(size, tile.rows):
+      if try_opt(p := k.copy(), Opt(OptOps.PADTO, other, multiple)) and _applies(p, Opt(OptOps.UPCAST, other, tile.rows)):
         return tile.rows, multiple
   return next((r for r in _halvings(max_rows(target, vectors)) if _applies(k, Opt(OptOps.UPCAST, other, r))), 1), 0
+
+
+def row_padding(size: int, rows: int) -> tuple[int, ...]:
+  """The multiples, in the order tile_rows tries them, that a row axis of `size` may be padded to for a tile of `rows`
+  rows: `rows`, or twice that first where `rows` would leave a prime count of tiles, each only while it pads by at most
+  MAX_ROW_PADDING. A packed operand's row panels are padded by the first (engine/packing.py), so that the tile's padded
+  rows stay inside the copy."""
+  multiples = (2 * rows, rows) if _prime(-(-size // rows)) else (rows,)
+  return tuple(m for m in multiples if -(-size // m) * m - size <= size * MAX_ROW_PADDING)
 
 
 def _prime(n: int) -> bool:
