@@ -401,10 +401,10 @@ class Buffer:
     if getattr(self, "_buf", None) is None or getattr(self, "_base", None) is not None:  # views free nothing
       return
     nbytes = self.size * self.dtype.itemsize
-    GlobalCounters.mem_used -= nbytes
     try:
+      GlobalCounters.mem_used -= nbytes
       self.allocator.free(self._buf, nbytes, self.options)
-    except Exception:  # interpreter shutdown: the allocator may already be gone
+    except Exception:  # interpreter shutdown: this module's globals (GlobalCounters) and the allocator may be gone
       pass
 
   def copyin(self, mv: memoryview) -> Buffer:
