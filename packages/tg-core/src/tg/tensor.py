@@ -984,9 +984,14 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return x._broadcast_to(shape), y._broadcast_to(shape)
 
   def _broadcast_to(self, shape: tuple[sint, ...]) -> Tensor:
-    if self.shape == shape:
+    """self grown to `shape`, which _broadcast_shape made from its shape, so nothing needs checking: the reshape that
+    adds the leading axes and the expand are applied directly (reshape() and expand() check their arguments, which
+    made an op with a 0-d tensor, Adam's per-step scalars, cost four times another op)."""
+    if (own := self.shape) == shape:
       return self
-    return self.reshape((1,) * (len(shape) - self.ndim) + self.shape).expand(shape)
+    lead = len(shape) - len(own)
+    base = F.Reshape.apply(self, shape=(1,) * lead + own) if lead else self
+    return base if base.shape == shape else F.Expand.apply(base, shape=shape)  # type: ignore[no-any-return]
 
   def _half_with_scalar(self, y: object, exact_ok: bool = True) -> bool:
     """Whether `self * y` or `self / y` must be computed in float32 and rounded to self's half dtype once: y a Python
