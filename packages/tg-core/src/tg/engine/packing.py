@@ -203,9 +203,10 @@ def packed_product(mul: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer | None:
   panel = [p, p] if not all(packable) else [p if owns[0] > owns[1] else rows, p if owns[1] > owns[0] else rows]
   # the tile's rows may be padded to fill their panels (_panel_rows; not columns, which would be vector lanes of every
   # store) where the other operand's panel, one run over the whole reduction, stays in the L1 from one row tile to the
-  # next: then the rows' reads are what the copy speeds up. Measured on a 2-core Zen 3 EPYC (AVX2, 32 KiB L1d),
-  # dy.T @ x with 512 rows padded to 516: a 256-long reduction (16 KiB panels) 2.49 -> 2.08 ms, the copy included; a
-  # 2048-long one (128 KiB panels, streamed from the L2 either way) no faster, and its copy cost 0.7-1.2 ms
+  # next: then the rows' reads are what the copy speeds up. Measured on a 2-core Zen 3 EPYC (AVX2, 32 KiB L1d, panels
+  # of 8 floats), dy.T @ x with 512 rows padded to 516: a 256-long reduction (8 KiB panels) 2.49 -> 2.08 ms, the copy
+  # included; a 2048-long one (64 KiB panels, streamed from the L2 either way) no faster, its copy 0.7-1.2 ms more; a
+  # 1024 matmul (1026 rows, 32 KiB panels) 15.8-16.0 -> 15.3-15.4 ms
   l1 = renderer.cpu_target.l1d_bytes if renderer.cpu_target is not None else 0
   pad_rows = all(packable) and rows != p and prod(mul.shape[a] for a in axis) * p * max(x.dtype.itemsize for x in mul.srcs) <= l1
   out = []
