@@ -295,18 +295,23 @@ def test_a_reduction_spanning_the_l2_is_packed_below_the_size_threshold(monkeypa
   assert _kernels(short_a, short_b) == 1
 
 
-def test_a_short_contraction_of_contiguous_operands_is_packed(monkeypatch: pytest.MonkeyPatch) -> None:
-  """Attention scores q @ k.T: both operands contiguous along a short reduction (16 floats here, 64 in GPT-2), which a
-  CPU would compute as dot products, each output's vector lanes added up after a few steps. From PACK_MIN_MACS_LAYOUT
-  products k is read from panels instead (its copy is one more kernel) and the register tile broadcasts q. A
-  contraction longer than SHORT_DOT_BYTES keeps the dot products. Numbers and gradients are torch's."""
-  from tg.engine.packing import SHORT_DOT_BYTES
+@pytest.fixture
+def short_dots(monkeypatch: pytest.MonkeyPatch) -> None:
+  """A CPU target's device, told to pack in panels of PANEL from 2^10 products on (PACK_MIN_MACS_LAYOUT)."""
   renderer = Device[Device.DEFAULT].renderer
   if renderer.cpu_target is None:
     pytest.skip(f"{Device.DEFAULT} has no CPU target: it computes no dot tiles")
   monkeypatch.setattr(renderer, "matmul_panel", PANEL)
   monkeypatch.setattr(renderer, "matmul_panel_rows", PANEL)
   monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS_LAYOUT", 1 << 10)
+
+
+def test_a_short_contraction_of_contiguous_operands_is_packed(short_dots: None) -> None:
+  """Attention scores q @ k.T: both operands contiguous along a short reduction (16 floats here, 64 in GPT-2), which a
+  CPU would compute as dot products, each output's vector lanes added up after a few steps. From PACK_MIN_MACS_LAYOUT
+  products k is read from panels instead (its copy is one more kernel) and the register tile broadcasts q. A
+  contraction longer than SHORT_DOT_BYTES keeps the dot products. Numbers and gradients are torch's."""
+  from tg.engine.packing import SHORT_DOT_BYTES
   q_np, k_np = rng.standard_normal((2, 32, 16)).astype(np.float32), rng.standard_normal((2, 32, 16)).astype(np.float32)
   q, k = Tensor(q_np).realize(), Tensor(k_np).realize()
   items = [si for si in create_schedule([(q @ k.transpose(1, 2)).lazydata]) if si.ast.op.name in ("STORE", "SINK")]
@@ -320,17 +325,10 @@ def test_a_short_contraction_of_contiguous_operands_is_packed(monkeypatch: pytes
   assert sum(1 for si in create_schedule([out.lazydata]) if si.ast.op.name in ("STORE", "SINK")) == 1
 
 
-
 @pytest.mark.skipif(not is_dtype_supported(dtypes.float16), reason="the device has no float16 (Renderer.missing_dtypes)")
-def test_a_short_float16_contraction_is_packed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_short_float16_contraction_is_packed(short_dots: None) -> None:
   """float16 operands of a short contraction (a 32-byte run here) are summed in float32, as every float16 matmul is:
   the widened copies are what the main kernel reads, packed like float32 operands. The result is float16."""
-  renderer = Device[Device.DEFAULT].renderer
-  if renderer.cpu_target is None:
-    pytest.skip(f"{Device.DEFAULT} has no CPU target: it computes no dot tiles")
-  monkeypatch.setattr(renderer, "matmul_panel", PANEL)
-  monkeypatch.setattr(renderer, "matmul_panel_rows", PANEL)
-  monkeypatch.setattr(tg.lazy, "PACK_MIN_MACS_LAYOUT", 1 << 10)
   q_np, k_np = (rng.standard_normal((2, 32, 16)).astype(np.float16) for _ in range(2))
   q16, k16 = Tensor(q_np).realize(), Tensor(k_np).realize()
   items = [si for si in create_schedule([(q16 @ k16.transpose(1, 2)).lazydata]) if si.ast.op.name in ("STORE", "SINK")]
