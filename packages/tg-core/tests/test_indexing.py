@@ -275,6 +275,32 @@ def test_setitem_value_with_leading_unit_axes():
   np.testing.assert_array_equal(t.numpy(), ref.numpy())
 
 
+@pytest.mark.parametrize("index,value_shape", [(slice(0, 2), (3, 3)), (slice(0, 2), (2, 2, 3)), ((0, slice(None)), (2,)),
+                                               ([0, 2], (3, 3))])
+def test_setitem_of_a_value_that_does_not_broadcast_raises_and_writes_nothing(index, value_shape):
+  """A value whose shape doesn't broadcast to the selection is an error (torch: RuntimeError), in place or through a
+  scatter, and the tensor keeps what it held."""
+  t = Tensor(np.arange(12, dtype=np.float32).reshape(4, 3)).realize()
+  ref = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+  with pytest.raises(RuntimeError):
+    ref[index] = torch.ones(value_shape)
+  with pytest.raises(ValueError, match=r"broadcast|expand"):
+    t[index] = Tensor.ones(*value_shape)
+  np.testing.assert_array_equal(t.numpy(), np.arange(12, dtype=np.float32).reshape(4, 3))
+
+
+def test_masked_fill_in_place_with_a_mask_larger_than_the_tensor_raises():
+  """masked_fill_ can't grow the tensor it writes (torch: RuntimeError): a mask that broadcasts it to more axes, or a
+  larger axis, is an error and nothing is written."""
+  t = Tensor(np.zeros((2, 3), np.float32)).realize()
+  for mask_shape in [(4, 2, 3), (2, 2, 3)]:
+    with pytest.raises(RuntimeError):
+      torch.zeros(2, 3).masked_fill_(torch.ones(mask_shape, dtype=torch.bool), 1.0)
+    with pytest.raises(ValueError, match=r"broadcast|expand"):
+      t.masked_fill_(Tensor(np.ones(mask_shape, bool)), 1.0)
+  np.testing.assert_array_equal(t.numpy(), np.zeros((2, 3), np.float32))
+
+
 def test_setitem_on_leaf_requiring_grad_raises():
   w = Tensor([1.0, 2.0, 3.0], requires_grad=True)
   with pytest.raises(RuntimeError):

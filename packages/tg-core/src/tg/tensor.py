@@ -984,12 +984,14 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return x._broadcast_to(shape), y._broadcast_to(shape)
 
   def _broadcast_to(self, shape: tuple[sint, ...]) -> Tensor:
-    """self grown to `shape`, which _broadcast_shape made from its shape, so nothing needs checking: the reshape that
-    adds the leading axes and the expand are applied directly (reshape() and expand() check their arguments, which
-    made an op with a 0-d tensor, Adam's per-step scalars, cost four times another op)."""
+    """self grown to `shape` (leading axes added, size-1 axes grown), as numpy broadcasts: the reshape and the expand
+    are applied directly after one check, where reshape() and expand() each checked their arguments again (which made
+    an op with a 0-d tensor, Adam's per-step scalars, cost four times another op)."""
     if (own := self.shape) == shape:
       return self
     lead = len(shape) - len(own)
+    if lead < 0 or any(s != n and s != 1 for s, n in zip(own, shape[lead:])):
+      raise ShapeError(f"can't broadcast {own} to {shape}: only size-1 axes can grow")
     base = F.Reshape.apply(self, shape=(1,) * lead + own) if lead else self
     return base if base.shape == shape else F.Expand.apply(base, shape=shape)  # type: ignore[no-any-return]
 
