@@ -9,6 +9,7 @@ from __future__ import annotations
 import llvmlite.binding as llvm
 
 from tg.device import Compiler
+from tg.interrupts import hold_sigint
 from tg_llvm.plugin import LLVM_OPT
 from tg_llvm.target import compile_target_machine, toolchain_id
 
@@ -34,11 +35,15 @@ class LLVMCompiler(Compiler):
     pb.getModulePassManager().run(mod, pb)
 
   def compile(self, src: str) -> bytes:
-    try:
-      mod = llvm.parse_assembly(src)
-      mod.verify()
-    except RuntimeError as e:
-      raise LLVMCompileError(f"LLVM rejected a kernel's IR: {e}\n--- source ---\n{src}") from e
-    mod.triple, mod.data_layout = self.tm.triple, str(self.tm.target_data)
-    self.optimize(mod)
-    return bytes(self.tm.emit_object(mod))
+    # llvmlite hands ownership of C++ objects around in Python (a flag set after the C call that took it, a wrapper
+    # whose pointer is set in its __init__): a KeyboardInterrupt between the two left an object that two owners free,
+    # and the process died of a double free. Ctrl-C waits for the compile to end instead (hold_sigint).
+    with hold_sigint():
+      try:
+        mod = llvm.parse_assembly(src)
+        mod.verify()
+      except RuntimeError as e:
+        raise LLVMCompileError(f"LLVM rejected a kernel's IR: {e}\n--- source ---\n{src}") from e
+      mod.triple, mod.data_layout = self.tm.triple, str(self.tm.target_data)
+      self.optimize(mod)
+      return bytes(self.tm.emit_object(mod))

@@ -12,6 +12,7 @@ from typing import Any
 import cffi
 import llvmlite.binding as llvm
 
+from tg.interrupts import hold_sigint
 from tg.renderer.cpu import outer_symbol
 from tg.runtime.cpu import run_split
 from tg_llvm.objfile import missing_symbols
@@ -27,9 +28,10 @@ class LLVMProgram:
     self.name = name
     if missing := missing_symbols(lib):
       raise RuntimeError(f"kernel {name} calls {', '.join(missing)}, which this process doesn't provide: an LLVM renderer bug, please report it")
-    self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine())
-    self.engine.add_object_file(llvm.ObjectFileRef.from_data(lib))
-    self.engine.finalize_object()
+    with hold_sigint():  # as in LLVMCompiler.compile: llvmlite's ownership hand-offs must not be cut by a KeyboardInterrupt
+      self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine())
+      self.engine.add_object_file(llvm.ObjectFileRef.from_data(lib))
+      self.engine.finalize_object()
     self.addr = self.engine.get_function_address(name)
     if self.addr == 0:
       raise RuntimeError(f"the compiled object has no function {name!r}")
