@@ -82,6 +82,7 @@ def _panel_rows(size: int, q: int, rows: bool) -> int | None:
   multiples = row_padding(size, q) if rows else ()
   return -(-size // multiples[0]) * multiples[0] if multiples else None
 
+
 def _unpadded(x: LazyBuffer) -> LazyBuffer | None:
   """x, an operand read through a padding (a view with a mask: a conv's padded image), as the same view of a copy of the
   padded region, so that the sum's kernel reads it with no mask; None when x has no mask, or the copy would be large.
