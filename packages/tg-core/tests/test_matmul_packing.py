@@ -206,6 +206,30 @@ def test_rows_the_tile_pads_are_packed_in_padded_panels(packing: None, monkeypat
                  (rng.standard_normal((k, 64)) / np.sqrt(k)).astype(np.float32))
 
 
+@pytest.mark.parametrize("dtype", ["int32", "float16"])
+def test_padded_row_panels_keep_integer_and_half_results(packing: None, monkeypatch: pytest.MonkeyPatch, dtype: str) -> None:
+  """The zero rows a padded panel adds are never part of a result. float16 operands are widened to float32, and the
+  widened A is what gets the padded panels (66 x 40); the result is numpy's float32 sum rounded once. int32 sums are
+  not packed at all: exact, as numpy's. Both forms: A @ B and the weight-gradient form dy.T @ x."""
+  if dtype == "float16" and not is_dtype_supported(dtypes.float16):
+    pytest.skip("the device has no float16 (Renderer.missing_dtypes)")
+  if Device[Device.DEFAULT].renderer.cpu_target is None:
+    pytest.skip(f"{Device.DEFAULT} has no CPU target: no tile rows to pad")
+  monkeypatch.setattr(Device[Device.DEFAULT].renderer, "matmul_panel_rows", 6)
+  ints = dtype == "int32"
+  def make(*shape: int) -> np.ndarray:
+    return rng.integers(-5, 5, shape).astype(np.int32) if ints else (rng.standard_normal(shape) / 4).astype(np.float16)
+  a_np, b_np, dy_np = make(64, 40), make(40, 64), make(40, 64)
+  sizes = [si.outputs[0].size for si in create_schedule([(Tensor(a_np).realize() @ Tensor(b_np).realize()).lazydata])]
+  assert (66 * 40 in sizes) is not ints, sizes
+  for got, want in (((Tensor(a_np) @ Tensor(b_np)).numpy(), a_np.astype(np.float32) @ b_np.astype(np.float32)),
+                    ((Tensor(dy_np).T @ Tensor(b_np)).numpy(), dy_np.T.astype(np.float32) @ b_np.astype(np.float32))):
+    if ints:
+      np.testing.assert_array_equal(got, want.astype(np.int32))
+    else:
+      np.testing.assert_allclose(got.astype(np.float32), want, rtol=1e-2, atol=2e-2)
+
+
 def test_pack_0_turns_packing_off(packing: None) -> None:
   a, b = rng.standard_normal((32, 16)).astype(np.float32), rng.standard_normal((16, 32)).astype(np.float32)
   with Context(PACK=0):
