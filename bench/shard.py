@@ -10,6 +10,8 @@
   is done twice).
 - the same step tensor-parallel: the first layer's weight split by its outputs, the second's by its inputs (one
   all-reduce of its output per step), the last layer whole on each; each instance updates only its part.
+- the matmul and the data-parallel step again under TinyJit, each side replayed (engine/jit.py: a replay over several
+  CPU instances runs them side by side, as a realize does).
 
 Printed: the median time on one device and sharded, their ratio (> 1: sharded is faster), and the time the sharded
 step spends copying between instances (the COPY items, timed one by one from a PROFILE trace of one call).
@@ -25,7 +27,7 @@ from typing import Any
 import benchlib as bl  # sorts first: sets thread counts before numpy/torch load
 import numpy as np
 
-from tg import Device, Tensor, nn
+from tg import Device, Tensor, TinyJit, nn
 from tg.engine import profile
 from tg.helpers import Context
 from tg.nn.optim import Adam
@@ -58,6 +60,8 @@ def bench_matmul(n: int, reps: int, devs: tuple[str, str]) -> None:
   a2, b2 = Tensor(a).shard(devs, axis=0).realize(), Tensor(b).shard(devs).realize()
   diff = bl.max_abs_diff((a2 @ b2).numpy(), (a1 @ b1).numpy())
   _row(f"matmul fp32 {n}x{n}", lambda: (a1 @ b1).realize(), lambda: (a2 @ b2).realize(), reps, f"max|sharded-one| = {diff:.2g}")
+  _row(f"matmul fp32 {n}x{n}, TinyJit", TinyJit(lambda: (a1 @ b1).realize()), TinyJit(lambda: (a2 @ b2).realize()), reps,
+       "replayed")
 
 
 class _MLP:
@@ -93,16 +97,18 @@ def bench_mlp(batch: int, reps: int, devs: tuple[str, str]) -> None:
       x, y = x.shard(devs), y.shard(devs)
     opt = Adam(get_parameters(m), lr=1e-3)
 
-    def step() -> float:
+    def step() -> Tensor:
       opt.zero_grad()
       loss = m(x).sparse_categorical_crossentropy(y)
       loss.backward()
       opt.step()
-      return loss
+      return loss.realize()
     return step
   with Tensor.train():
     one = setup("one")
     _row(f"MLP 784-512-512-10 Adam step, batch {batch}", one, setup("data"), reps, "data-parallel: batch split, gradients all-reduced")
+    _row(f"MLP 784-512-512-10 Adam step, batch {batch}, TinyJit", TinyJit(setup("one")), TinyJit(setup("data")), reps,
+         "data-parallel, replayed")
     _row(f"MLP 784-512-512-10 Adam step, batch {batch}", one, setup("tensor"), reps,
          "tensor-parallel: layer 1 split by outputs, layer 2 by inputs")
 
