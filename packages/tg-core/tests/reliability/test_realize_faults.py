@@ -212,20 +212,20 @@ def test_ctrl_c_during_jit_replay_finishes_the_step():
     mr = mr * 0.9 + xr * 0.1
     xr = xr - mr
   step.graph = None  # kernel by kernel, so the signal comes between two of them
-  orig, calls = realize.ExecItem.run, [0]
+  orig, calls = realize.CompiledRunner.__call__, [0]
 
-  def run(self: realize.ExecItem, *args: Any) -> Any:
+  def run(self: realize.CompiledRunner, *args: Any, **kwargs: Any) -> Any:
     calls[0] += 1
     if calls[0] == 1:
       os.kill(os.getpid(), signal.SIGINT)
-    return orig(self, *args)
+    return orig(self, *args, **kwargs)
 
-  realize.ExecItem.run = run  # type: ignore[method-assign]
+  realize.CompiledRunner.__call__ = run  # type: ignore[method-assign]
   try:
     with pytest.raises(KeyboardInterrupt):
       step()
   finally:
-    realize.ExecItem.run = orig  # type: ignore[method-assign]
+    realize.CompiledRunner.__call__ = orig  # type: ignore[method-assign]
   mr = mr * 0.9 + xr * 0.1
   xr = xr - mr
   assert calls[0] >= 2  # the step went on after the signal
@@ -318,7 +318,7 @@ def test_jit_replay_that_raises_part_way_finishes_the_step_when_read():
   assert n_kernels >= 2
   for k in range(1, n_kernels + 1):
     g = arr(8)
-    with fail_on(realize, "run_kernel", k, lambda: Injected("kernel failed")):
+    with fail_on(realize.CompiledRunner, "__call__", k, lambda: Injected("kernel failed")):
       with pytest.raises(Injected):
         step(Tensor(g))
     reference(g)  # read back, the step is whole
