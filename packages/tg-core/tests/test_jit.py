@@ -143,3 +143,56 @@ def test_replay_of_realized_whole_buffers_and_everything_else() -> None:
   with pytest.raises(JitError, match="inputs changed"):
     f(Tensor(x.astype(np.int32)).realize(), 1.0, Tensor(y).realize())
   np.testing.assert_allclose(f(Tensor(y).realize(), 1.0, Tensor(x).realize()).numpy(), y * 2 + x, rtol=1e-6)  # and on
+
+
+def test_a_capture_records_only_its_own_threads_kernels() -> None:
+  """Another thread's eager in-place update while a jit captures is not part of the capture: replays don't apply it
+  again (the capture was one list for the process, and every replay added 1 to the other thread's accumulator)."""
+  import threading
+  acc = Tensor.zeros(4).contiguous().realize()
+  capturing, updated = threading.Event(), threading.Event()
+
+  def other() -> None:
+    capturing.wait(10)
+    acc.assign(acc + 1).realize()
+    updated.set()
+  th = threading.Thread(target=other)
+  th.start()
+
+  @TinyJit
+  def f(x: Tensor) -> Tensor:
+    y = (x * 2).contiguous().realize()
+    if f.cnt == 1:  # the capture: the other thread's update runs now
+      capturing.set()
+      assert updated.wait(10)
+    return (y + 1).realize()
+  for i in range(5):
+    x = np.full(4, i, np.float32)
+    np.testing.assert_array_equal(f(Tensor(x)).numpy(), x * 2 + 1)
+  th.join()
+  np.testing.assert_array_equal(acc.numpy(), np.ones(4, np.float32))
+
+
+def test_jits_running_in_two_threads_are_not_nested() -> None:
+  """A jit called while another thread is inside a jit's function is not "inside another TinyJit"."""
+  import threading
+  import time
+  inside, results = threading.Event(), {}
+
+  @TinyJit
+  def slow(x: Tensor) -> Tensor:
+    inside.set()
+    time.sleep(0.3)
+    return (x + 1).realize()
+
+  @TinyJit
+  def other(x: Tensor) -> Tensor:
+    return (x * 2).realize()
+  th = threading.Thread(target=lambda: results.setdefault("slow", slow(Tensor(np.ones(4, np.float32))).numpy()))
+  th.start()
+  assert inside.wait(10)
+  np.testing.assert_array_equal(other(Tensor(np.ones(4, np.float32))).numpy(), np.full(4, 2, np.float32))
+  th.join()
+  np.testing.assert_array_equal(results["slow"], np.full(4, 2, np.float32))
+  with pytest.raises(JitError, match="inside another"):  # (nesting in one thread still raises)
+    TinyJit(lambda x: other(x))(Tensor(np.ones(4, np.float32)))

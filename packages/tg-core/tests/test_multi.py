@@ -144,6 +144,57 @@ def test_setitem_and_assign(devs: tuple[str, str]) -> None:
   np.testing.assert_array_equal(t.numpy(), want)
 
 
+@pytest.mark.parametrize("axis", [0, 1])
+def test_assign_into_a_view_across_the_split_raises_and_writes_nothing(devs: tuple[str, str], axis: int) -> None:
+  """A slice that cuts the split axis is a copy gathered from the parts: an assign into it can't write the tensor, and
+  says so (swapping the view's value dropped the write without a word). A slice that keeps the split axis whole is a
+  view of each part and writes through; setitem writes either."""
+  from tg.engine import realize
+  a = _np((4, 6))
+  t = Tensor(a).shard(devs, axis=axis).contiguous().realize()
+  cut = t[0:2] if axis == 0 else t[:, 2:4]
+  for view in (cut, cut.reshape(-1), cut.permute(1, 0)[1:]):
+    with pytest.raises(NotImplementedError, match="split axis"):
+      view.assign(Tensor.ones(*view.shape).shard(devs))
+  np.testing.assert_array_equal(t.numpy(), a)
+  kept = t[:, 1:3] if axis == 0 else t[1:3]
+  kept.assign(Tensor.full(kept.shape, 5.0).shard(devs, axis=axis)).realize()
+  want = a.copy()
+  want[(slice(None), slice(1, 3)) if axis == 0 else (slice(1, 3),)] = 5.0
+  np.testing.assert_array_equal(t.numpy(), want)
+  t[0:2, 2:4] = 9.0
+  want[0:2, 2:4] = 9.0
+  np.testing.assert_array_equal(t.numpy(), want)
+  assert not realize.capture_open()
+
+
+def test_sharded_cache_written_at_a_variable_position_in_a_jit(devs: tuple[str, str]) -> None:
+  """A KV cache split along its time axis, written one position per call by setitem with a bound Variable."""
+  from tg import Variable
+  cache = Tensor.zeros(8, 4).contiguous().shard(devs, axis=0).realize()
+  pos = Variable("pos", 0, 7)
+
+  @TinyJit
+  def write(x: Tensor, p: Any) -> Tensor:
+    cache[p:p + 1, :] = x
+    return cache.sum(axis=1).realize()
+  want = np.zeros((8, 4), np.float32)
+  for p in range(6):
+    x = np.full((1, 4), p + 1, np.float32)
+    out = write(Tensor(x).shard(devs), pos.bind(p))
+    want[p] = x[0]
+    np.testing.assert_array_equal(out.numpy(), want.sum(axis=1), err_msg=f"position {p}")
+  np.testing.assert_array_equal(cache.numpy(), want)
+
+
+def test_shard_of_a_0d_tensor_along_an_axis_raises(devs: tuple[str, str]) -> None:
+  from tg.errors import AxisError
+  for axis in (0, -1):
+    with pytest.raises(AxisError, match="0-d"):
+      Tensor(3.0).shard(devs, axis=axis)
+  np.testing.assert_array_equal(Tensor(3.0).shard(devs).numpy(), np.float32(3.0))
+
+
 def test_to_gathers_or_replicates(devs: tuple[str, str]) -> None:
   a = _np((4, 6))
   t = Tensor(a).shard(devs, axis=1)

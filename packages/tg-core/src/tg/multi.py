@@ -93,6 +93,9 @@ class MultiLazyBuffer:
     self.shape: tuple[sint, ...] = shape if axis is None else \
       tuple(sum(lb.shape[a] for lb in lbs) if a == axis else s for a, s in enumerate(shape))  # type: ignore[misc]
     self.size: sint = prod(self.shape)
+    # a view of a realized value that a movement op across the split made by copying the parts together (`_whole`):
+    # an assign into it can't reach the buffers it was cut from (Tensor.assign raises)
+    self.gathered_view = False
 
   def __repr__(self) -> str:
     return f"<MLB {self.device} axis={self.axis} {self.shape} {self.dtype}>"
@@ -145,7 +148,14 @@ class MultiLazyBuffer:
     axis = self.axis
     out = MultiLazyBuffer([fn(self.gathered(d)) for d in self.device], None)
     if axis is not None and axis < len(out.shape) and isinstance(s := out.shape[axis], int) and s % len(self.lbs) == 0 and s > 0:
-      return out.to_axis(axis)
+      out = out.to_axis(axis)
+    out.gathered_view = self.realized or self.gathered_view
+    return out
+
+  def _moved(self, lbs: list[LazyBuffer], axis: int | None) -> MultiLazyBuffer:
+    """The result of a movement op done on each part: a view of what self is a view of."""
+    out = MultiLazyBuffer(lbs, axis)
+    out.gathered_view = self.gathered_view
     return out
 
   # ---------- compute ----------
@@ -190,7 +200,7 @@ class MultiLazyBuffer:
 
   def reshape(self, arg: tuple[sint, ...]) -> MultiLazyBuffer:
     if self.axis is None:
-      return MultiLazyBuffer([lb.reshape(arg) for lb in self.lbs], None)
+      return self._moved([lb.reshape(arg) for lb in self.lbs], None)
     # the new sharded axis: one with the same product of the axes outside it, and a size the devices divide. Device i
     # holds the i-th n-th of the elements inside the old axis, for each outer index: the same elements as the i-th n-th
     # of the new axis, so nothing moves between devices
@@ -198,32 +208,32 @@ class MultiLazyBuffer:
     n = len(self.lbs)
     for new in range(len(arg)):
       if prod(arg[:new]) == outer and isinstance(size := arg[new], int) and size % n == 0 and size > 0:
-        return MultiLazyBuffer([lb.reshape(tuple(size // n if a == new else s for a, s in enumerate(arg))) for lb in self.lbs], new)
+        return self._moved([lb.reshape(tuple(size // n if a == new else s for a, s in enumerate(arg))) for lb in self.lbs], new)
     return self._whole(lambda lb: lb.reshape(arg))
 
   def permute(self, arg: tuple[int, ...]) -> MultiLazyBuffer:
-    return MultiLazyBuffer([lb.permute(arg) for lb in self.lbs], arg.index(self.axis) if self.axis is not None else None)
+    return self._moved([lb.permute(arg) for lb in self.lbs], arg.index(self.axis) if self.axis is not None else None)
 
   def expand(self, arg: tuple[sint, ...]) -> MultiLazyBuffer:
     if self.axis is None:
-      return MultiLazyBuffer([lb.expand(arg) for lb in self.lbs], None)
+      return self._moved([lb.expand(arg) for lb in self.lbs], None)
     if arg[self.axis] != self.shape[self.axis]:
       return self._whole(lambda lb: lb.expand(arg))
-    return MultiLazyBuffer([lb.expand(self._part_shape(arg, i)) for i, lb in enumerate(self.lbs)], self.axis)
+    return self._moved([lb.expand(self._part_shape(arg, i)) for i, lb in enumerate(self.lbs)], self.axis)
 
   def pad(self, arg: tuple[tuple[sint, sint], ...]) -> MultiLazyBuffer:
     if self.axis is not None and arg[self.axis] != (0, 0):
       return self._whole(lambda lb: lb.pad(arg))
-    return MultiLazyBuffer([lb.pad(arg) for lb in self.lbs], self.axis)
+    return self._moved([lb.pad(arg) for lb in self.lbs], self.axis)
 
   def shrink(self, arg: tuple[tuple[sint, sint], ...]) -> MultiLazyBuffer:
     if self.axis is None:
-      return MultiLazyBuffer([lb.shrink(arg) for lb in self.lbs], None)
+      return self._moved([lb.shrink(arg) for lb in self.lbs], None)
     if arg[self.axis] != (0, self.shape[self.axis]):
       return self._whole(lambda lb: lb.shrink(arg))
-    return MultiLazyBuffer([lb.shrink(tuple((0, lb.shape[a]) if a == self.axis else x for a, x in enumerate(arg))) for lb in self.lbs], self.axis)
+    return self._moved([lb.shrink(tuple((0, lb.shape[a]) if a == self.axis else x for a, x in enumerate(arg))) for lb in self.lbs], self.axis)
 
   def stride(self, arg: tuple[int, ...]) -> MultiLazyBuffer:
     if self.axis is not None and arg[self.axis] != 1:
       return self._whole(lambda lb: lb.stride(arg))
-    return MultiLazyBuffer([lb.stride(arg) for lb in self.lbs], self.axis)
+    return self._moved([lb.stride(arg) for lb in self.lbs], self.axis)

@@ -347,6 +347,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       raise RuntimeError(f"this tensor is already sharded over {self.lazydata.device}: use .to(device) to gather it first")
     if not isinstance(devices, (tuple, list)) or not devices:
       raise TypeError(f"shard() takes a tuple of devices, not {devices!r}")
+    if axis is not None and self.ndim == 0:
+      raise AxisError(f"shard of a 0-d tensor along axis {axis}: it has no axis to split; shard with axis=None for a whole copy on each device")
     return F.Shard.apply(self, devices=tuple(Device.canonicalize(d) for d in devices),  # type: ignore[no-any-return]
                          axis=None if axis is None else self._resolve_axis(axis))
 
@@ -372,6 +374,11 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     if x.shape != self.shape or x.dtype != self.dtype or x.device != self.device:
       raise ValueError(f"assign of {x.shape} {x.dtype} on {x.device} to {self.shape} {self.dtype} on {self.device}: they must match")
     lb = self.lazydata
+    if isinstance(lb, MultiLazyBuffer) and lb.gathered_view:
+      # (swapping its value, as for an unrealized tensor, would drop the write without a word)
+      raise NotImplementedError(f"assign into a view of a sharded tensor that cuts or moves its split axis: the view's {lb.shape} is a copy "
+                                "gathered from the devices' parts, so the write can't reach them; write through the tensor itself "
+                                "(`t[indices] = value`), or shard it along an axis the view keeps whole")
     if isinstance(lb, MultiLazyBuffer) and isinstance(x.lazydata, MultiLazyBuffer) and x._ctx is None:
       if lb.realized:
         self.lazydata = lb.assign(x.lazydata)

@@ -58,7 +58,9 @@ class _Interned(weakref.ref):  # type: ignore[type-arg]
 @finalizer  # runs as a weak reference's callback: Ctrl-C must not be raised (and lost) in it
 def _forget(ref: _Interned) -> None:
   if UOp._cache.get(ref.key) is ref:  # not a newer node of the same key
-    del UOp._cache[ref.key]
+    # (pop: another thread's callback for the same entry may have removed it since the check; at worst this drops a
+    # newer entry made in between, and the next node of that key is interned anew)
+    UOp._cache.pop(ref.key, None)
 
 
 class UOp:

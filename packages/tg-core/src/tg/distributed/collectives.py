@@ -24,7 +24,7 @@ def _world_for(what: str) -> World | None:
   """The world to communicate in, or None when there is nobody to talk to. Refuses inside a TinyJit capture: the MPI
   call is no kernel, so a replay would skip it and silently train on this rank's gradients alone."""
   from tg.engine import realize
-  if realize._capture_stack:
+  if realize.capture_open():
     raise RuntimeError(f"{what} inside a TinyJit function: a replay runs only the captured kernels, not the MPI call. Jit the steps "
                        "before and after it (e.g. forward+backward returning the gradients, then the optimizer step) and call it between")
   w = world()

@@ -20,6 +20,7 @@ so any view works, where tinygrad refuses a view whose offset changed.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -68,7 +69,14 @@ class GraphRunner(Runner):
     self.n_kernels = len(jit_cache)
 
 
-_running: list[object] = []  # the TinyJits whose function runs now: one called inside another raises
+class _Running(threading.local):
+  """The TinyJits whose function runs now in this thread: one called inside another raises (one called by another
+  thread meanwhile is not inside it)."""
+  def __init__(self) -> None:
+    self.jits: list[object] = []
+
+
+_running = _Running()
 
 
 def _input_tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, Tensor]]:
@@ -248,7 +256,7 @@ class TinyJit(Generic[ReturnType]):
                           for ei, vals in zip(self.jit_cache, self.item_vals)])
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
-    if _running:
+    if _running.jits:
       raise JitError("having TinyJit inside another TinyJit is not supported: the outer one captures the kernels of the inner one's "
                      "function anyway, so call that function directly")
     if self.cnt >= 2 and not kwargs and JIT.value and (plain := _plain_inputs(args)) is not None:
@@ -279,11 +287,11 @@ class TinyJit(Generic[ReturnType]):
 
   def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Call the function, and realize what it returns (inside a capture, the kernels that does are captured too)."""
-    _running.append(self)
+    _running.jits.append(self)
     try:
       ret = self.fxn(*args, **kwargs)
     finally:
-      _running.pop()
+      _running.jits.pop()
     _realize_returned(ret)
     return ret
 

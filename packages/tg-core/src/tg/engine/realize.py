@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import functools
 import operator
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -192,17 +193,30 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
   return ExecItem(get_runner(si.outputs[0].device, si.ast, list(si.bufs), si.var_vals), list(si.bufs), len(si.outputs))
 
 
-_capture_stack: list[list[tuple[ExecItem, dict[Variable, int]]]] = []
+class _Captures(threading.local):
+  """The captures open in this thread: kernels another thread runs meanwhile (an eager update in a data-loading thread)
+  are not the capture's, or every replay would run them again."""
+  def __init__(self) -> None:
+    self.stack: list[list[tuple[ExecItem, dict[Variable, int]]]] = []
+
+
+_captures = _Captures()
+
+
+def capture_open() -> bool:
+  """Whether this thread is inside a TinyJit capture."""
+  return bool(_captures.stack)
 
 
 @contextlib.contextmanager
 def capturing() -> Iterator[list[tuple[ExecItem, dict[Variable, int]]]]:
-  """Record every ExecItem run inside (with the symbolic values it ran with): how TinyJit captures."""
-  _capture_stack.append([])
+  """Record every ExecItem this thread runs inside (with the symbolic values it ran with): how TinyJit captures."""
+  stack = _captures.stack
+  stack.append([])
   try:
-    yield _capture_stack[-1]
+    yield stack[-1]
   finally:
-    _capture_stack.pop()
+    stack.pop()
 
 
 def lower_to_run(si: ScheduleItem, capture: bool = True) -> Callable[[], object]:
@@ -210,8 +224,8 @@ def lower_to_run(si: ScheduleItem, capture: bool = True) -> Callable[[], object]
   ei = lower_schedule_item(si)
 
   def go() -> None:
-    if capture and _capture_stack and CAPTURING.value and not isinstance(ei.prg, EmptyOp):
-      _capture_stack[-1].append((ei, si.var_vals))
+    if capture and (stack := _captures.stack) and CAPTURING.value and not isinstance(ei.prg, EmptyOp):
+      stack[-1].append((ei, si.var_vals))
     ei.run(si.var_vals)
   return go
 
@@ -240,7 +254,7 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
 
 def _side_by_side(items: list[ScheduleItem]) -> list[ExecItem] | None:
   """The items compiled, when they are to run side by side on several CPU device instances (engine/streams.py)."""
-  if not STREAMS.value or (_capture_stack and CAPTURING.value) or profile.enabled() or DEBUG.value >= 2:
+  if not STREAMS.value or (_captures.stack and CAPTURING.value) or profile.enabled() or DEBUG.value >= 2:
     return None
   if not streams.several_cpu_instances({b.device for si in items for b in si.bufs}):
     return None
@@ -255,7 +269,7 @@ def realize_lazybuffers(lbs: list[Any]) -> None:
   That is transactional without PendingWork: until the kernel returned, the graph is still there, so a failure
   (MemoryError, a raising kernel) leaves the tensors lazy, and Ctrl-C waits until the bases are marked."""
   found, plan = lookup_plan(lbs)
-  if found is None or plan is None or (eager := plan.eager) is None or (_capture_stack and CAPTURING.value):
+  if found is None or plan is None or (eager := plan.eager) is None or (_captures.stack and CAPTURING.value):
     run_schedule(schedule_found(lbs, found, plan))
     return
   (ast, numbers), nodes = eager, found[1]
