@@ -201,6 +201,7 @@ class TinyJit(Generic[ReturnType]):
     self.jit_cache: list[ExecItem] = []  # what a replay runs: the kernels, or graphs of batches of them
     self.covers: list[list[int]] = []  # the kernels each item of jit_cache runs
     self.item_vals: list[dict[Variable, int]] = []  # the symbolic values of each item's kernels at capture
+    self.plain_counts: list[tuple[int, int, int]] | None = None  # what each item adds to GlobalCounters (_plain_counts)
     self.plain_total = (0, 0, 0)  # what a whole replay adds to GlobalCounters, where plain_counts is not None
     self.side_by_side = False  # whether a replay runs the items of several CPU device instances side by side (_side_by_side)
     self.signature: list[tuple[str, tuple[Any, ...]]] = []
