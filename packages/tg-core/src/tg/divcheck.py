@@ -96,18 +96,25 @@ def _read_value(lb: LazyBuffer) -> int:
   return int(struct.unpack_from(lb.dtype.fmt, lb.base.buffer.as_buffer())[0])
 
 
-def _graph_ids(targets: list[LazyBuffer]) -> set[int]:
-  """ids of the bases the targets are computed from: themselves (realized or not) and their unrealized ancestors."""
+def _reached(targets: list[LazyBuffer], wanted: set[int]) -> set[int]:
+  """Which of the bases `wanted` (by id) the targets are computed from (themselves, realized or not, and their
+  unrealized ancestors). The walk ends once all are found: a training step's one pending guard (its loss's class
+  targets) is near the loss, and walking on through the whole backward graph cost 0.3 ms a step."""
   seen: set[int] = set()
-  stack = [t.base for t in targets]
+  found: set[int] = set()
+  stack = [t.base for t in reversed(targets)]  # the first target first (a step's loss, before the optimizer's updates)
   while stack:
     b = stack.pop()
-    if id(b) in seen:
+    if (i := id(b)) in seen:
       continue
-    seen.add(id(b))
+    seen.add(i)
+    if i in wanted:
+      found.add(i)
+      if len(found) == len(wanted):
+        break
     if b.realized is None:
       stack.extend(s.base for s in b.srcs)
-  return seen
+  return found
 
 
 def with_guards(targets: list[LazyBuffer]) -> tuple[list[LazyBuffer], list[_Guard]]:
@@ -116,7 +123,9 @@ def with_guards(targets: list[LazyBuffer]) -> tuple[list[LazyBuffer], list[_Guar
   if not _pending:
     return [], []
   _pending[:] = [g for g in _pending if g.result() is not None]
-  ids = _graph_ids(targets)
+  if not _pending:
+    return [], []
+  ids = _reached(targets, {id(g.result()) for g in _pending})
   hit = [g for g in _pending if id(g.result()) in ids]
   flags = {id(g.flag): g.flag for g in hit if not g.failed and g.flag.base.realized is None}  # // and % share one
   return list(flags.values()), hit
