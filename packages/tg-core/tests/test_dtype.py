@@ -329,3 +329,30 @@ def test_bfloat16_bitcast_matches_torch():
 def test_bitcast_between_sizes_is_an_error():
   with pytest.raises(ValueError, match="equal item sizes"):
     Tensor([1.0, 2.0]).bitcast(dtypes.int16).numpy()
+
+
+@pytest.mark.parametrize("dst", [dtypes.uint8, dtypes.int8, dtypes.uint16, dtypes.int16, dtypes.int32, dtypes.uint32, dtypes.int64])
+def test_float_to_int_out_of_range_is_the_same_everywhere(dst):
+  """A float outside the target integer's range (or NaN, inf) converts to one value whether it sits in a vector's lane or
+  alone, in a tensor of any length, or in a folded constant: through int32 (int64 for uint32 and int64), where what is
+  out of that range becomes its lowest value, then wrapped. Before, clang converted scalars and vector lanes
+  differently: 300.0 -> uint8 was 44 in a tensor of 1 element and 255 in one of 8."""
+  if not is_dtype_supported(dst) or (dst == dtypes.uint32 and not is_dtype_supported(dtypes.int64)):
+    pytest.skip(f"{dst} from float goes through int64, which this device lacks (WGSL converts saturating)")
+  vals = [300.0, -1.0, float("nan"), 3e9, -3e9, float("inf"), -float("inf"), -3.7, 65535.9, 1e20, 2.0 ** 31, -2.0 ** 31]
+  via = 64 if dst in (dtypes.uint32, dtypes.int64) else 32
+  bits = dst.itemsize * 8
+
+  def expected(v: float) -> int:
+    i = int(v) if v == v and -2.0 ** (via - 1) <= v < 2.0 ** (via - 1) else -(1 << (via - 1))
+    i &= (1 << bits) - 1
+    return i - (1 << bits) if not dtypes.is_unsigned(dst) and i >= 1 << (bits - 1) else i
+  want = [expected(v) for v in vals]
+  nan = 0 if bits < via else -(1 << (bits - 1))  # the low bits of int32's or int64's lowest value
+  assert want[:3] == [300 if bits > 8 else 44, -1 if not dtypes.is_unsigned(dst) else (1 << bits) - 1, nan]  # torch's on x86
+  for n in (1, 3, 8, 17):  # a lone scalar, a remainder, whole vectors, both
+    got = Tensor(np.repeat(np.array(vals, np.float32), n)).cast(dst).numpy().reshape(len(vals), n)
+    for k, v in enumerate(vals):
+      assert set(got[k].tolist()) == {want[k]}, f"{v} -> {dst} in a tensor of {n} per value: {got[k].tolist()}"
+  for k, v in enumerate(vals):
+    assert Tensor.full((4,), v).cast(dst).tolist() == [want[k]] * 4, f"folded constant {v} -> {dst}"

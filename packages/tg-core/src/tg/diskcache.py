@@ -5,7 +5,9 @@ It is only a cache, so nothing read from it is trusted and nothing about it may 
   or doesn't unpickle is a miss, deleted so that it is rebuilt. Compiled shared objects are loaded with dlopen,
   where a damaged file means SIGBUS or an ld.so assertion, not an exception: they must never reach it damaged.
 - a database sqlite can't read (truncated, overwritten, corrupt pages) is moved aside to `<CACHEDB>.broken` and a
-  new one is started; if even that fails the cache is off for this process. Each is said once on stderr.
+  new one is started; if even that fails the cache is off for this process. Each is said once on stderr. Only a
+  regular file is ever moved: a CACHEDB that names a directory, or a file sqlite can't open at all (no permission),
+  turns the cache off for this process and is left as it is; an empty CACHEDB turns it off without a word.
 - keys are digests of a canonical text (`stable_key`), the same in every process and under every PYTHONHASHSEED.
 Several processes may use one file at once: sqlite's WAL mode serializes the writers, and a lock file makes the
 repair of a broken database happen once, not once per process.
@@ -18,6 +20,7 @@ import hashlib
 import os
 import pickle
 import sqlite3
+import stat
 import struct
 import threading
 import warnings
@@ -189,6 +192,18 @@ def _not_damage(e: sqlite3.Error | OSError) -> bool:
          (isinstance(e, sqlite3.OperationalError) and "readonly" in str(e))
 
 
+def _unopenable(e: sqlite3.Error | OSError) -> bool:
+  """sqlite can't open CACHEDB at all: a directory, a file it may not read, a path through something that isn't a
+  directory. Nothing says the file is damaged (a damaged one opens, then fails to read), so it is never moved aside."""
+  if isinstance(e, sqlite3.OperationalError) and "unable to open" in str(e):
+    return True
+  try:
+    st = os.stat(CACHEDB)
+  except OSError:
+    return False
+  return not stat.S_ISREG(st.st_mode)
+
+
 def _repair(e: sqlite3.Error | OSError) -> None:
   """`e` says the database can't be read: move it (with its WAL files) aside and start a new one."""
   _close()
@@ -197,7 +212,7 @@ def _repair(e: sqlite3.Error | OSError) -> None:
     try:
       st = os.stat(CACHEDB)
       # another process may have repaired it already: a file that isn't the one we opened is the new one
-      if (st.st_dev, st.st_ino) == _Store.ident:
+      if (st.st_dev, st.st_ino) == _Store.ident and stat.S_ISREG(st.st_mode):  # (never a directory the user named)
         for suffix in ("-wal", "-shm", ""):  # the WAL first: a stale one must never be replayed into the new database
           if os.path.exists(CACHEDB + suffix):
             os.replace(CACHEDB + suffix, f"{CACHEDB}.broken{suffix}")
@@ -215,7 +230,7 @@ def _repair(e: sqlite3.Error | OSError) -> None:
 
 def _run(fn: Callable[[sqlite3.Connection], T], default: T) -> T:
   """fn(connection), or `default` when the cache can't answer (repaired for the next call where it is broken)."""
-  if _Store.disabled:
+  if _Store.disabled or not CACHEDB:
     return default
   with _lock:
     for attempt in range(2):
@@ -228,6 +243,11 @@ def _run(fn: Callable[[sqlite3.Connection], T], default: T) -> T:
           return default
         if _is_busy(e) or _not_damage(e):  # e.g. another process held it for the whole timeout
           _warn_once("skip", f"the disk cache {CACHEDB} could not be used ({e}): skipped it this time")
+          return default
+        if _unopenable(e):
+          _close()
+          _Store.disabled = True
+          _warn_once("db", f"the disk cache {CACHEDB} could not be opened ({e}): running without it")
           return default
         if attempt == 0:
           _repair(e)

@@ -139,8 +139,14 @@ class dtypes:
     if (rnd := _ROUND.get(dtype)) is not None:  # a scalar float dtype, the common case, first
       return rnd(float(val))  # type: ignore[no-any-return]
     if dtypes.is_int(dtype):
-      v = int(val) if not (isinstance(val, float) and not math.isfinite(val)) else 0
       bits = dtype.itemsize * 8
+      if isinstance(val, float) and dtype != dtypes.uint64:
+        # as a kernel converts (codegen/lowerer.py _float_to_int): through int32, or int64 for uint32 and int64, where
+        # NaN, the infinities and values out of that range are its lowest value; then wrapped
+        via = 64 if bits >= 32 and dtype != dtypes.int32 else 32
+        v = int(val) if math.isfinite(val) and -2.0 ** (via - 1) <= val < 2.0 ** (via - 1) else -(1 << (via - 1))
+      else:
+        v = int(val) if not (isinstance(val, float) and not math.isfinite(val)) else 0
       v &= (1 << bits) - 1
       return v - (1 << bits) if not dtypes.is_unsigned(dtype) and v >= 1 << (bits - 1) else v
     if dtype == dtypes.bool:

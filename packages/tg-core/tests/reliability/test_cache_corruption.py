@@ -174,6 +174,26 @@ def test_a_directory_that_cannot_hold_a_database_runs_without_the_cache(tmp_path
   _ok(p)
 
 
+def test_a_cachedb_that_names_a_directory_is_left_alone(tmp_path):
+  """A CACHEDB naming a directory (a user's mistake) runs without the cache: the directory isn't moved aside as a
+  "broken database" (it was: renamed to <dir>.broken, a fresh sqlite file in its place)."""
+  folder = tmp_path / "mydata"
+  folder.mkdir()
+  (folder / "notes.txt").write_text("precious")
+  p = _run(str(folder), KERNEL)
+  _ok(p)
+  assert "running without it" in p.stderr
+  assert folder.is_dir() and (folder / "notes.txt").read_text() == "precious"
+  assert not any(x.name.startswith("mydata.broken") for x in tmp_path.iterdir())
+
+
+def test_an_empty_cachedb_turns_the_cache_off_and_writes_nothing(tmp_path):
+  env = {**os.environ, "CACHEDB": "", "DEVICE": Device.DEFAULT, "CACHELEVEL": "2", "DISABLE_COMPILER_CACHE": "0"}
+  p = subprocess.run([sys.executable, "-c", KERNEL], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+  _ok(p)
+  assert list(tmp_path.iterdir()) == [] and "CacheWarning" not in p.stderr
+
+
 WRITER = """
 import sys
 from tg.helpers import diskcache_get, diskcache_put

@@ -110,6 +110,16 @@ def kernel_stores(ast: LazyOp) -> tuple[LazyOp, ...]:
   return ast.src if ast.op is MetaOps.SINK else (ast,)
 
 
+def _float_to_int(x: UOp, via: DType) -> UOp:
+  """The float x converted to the signed integer `via`, defined for every x: NaN, infinities and values outside `via`'s
+  range give its lowest value (what x86 gives for all of them; an ARM core saturates instead), so the result doesn't
+  depend on the machine, nor on whether the compiler converted a scalar or a vector's lanes."""
+  assert x.dtype is not None
+  bits = via.itemsize * 8
+  inside = UOp.const(x.dtype.scalar(), -2.0 ** (bits - 1)).lt(x).logical_and(x.lt(2.0 ** (bits - 1)))  # (NaN: False)
+  return inside.alu(TernaryOps.WHERE, x.cast(via), UOp.const(via.scalar(), -2 ** (bits - 1)))
+
+
 def _bf16_to_float(bits16: UOp) -> UOp:
   return UOp(UOps.BITCAST, dtypes.float32.vec(bits16.count), (bits16.cast(dtypes.uint32).alu(BinaryOps.SHL, UOp.const(dtypes.uint32, 16)),))
 
@@ -685,6 +695,19 @@ class Lowerer:
     ld = UOp(UOps.LOAD, ldt, (self.buffer(op.arg), self._uop(lanes[0][0]), mask, UOp.const(ldt, 0)))
     return _bf16_to_float(ld) if ldt.scalar() != op.arg.dtype else ld
 
+  def _float_to_int_via(self, src: DType, dst: DType) -> DType | None:
+    """The signed integer a float is converted to first (`_float_to_int`) on its way to the integer `dst`, then wrapped
+    to `dst` as an integer cast is; None: directly. C and LLVM leave a float out of an integer's range undefined, and
+    clang converted it one way in a scalar and another in a vector's lanes: 300.0 -> uint8 gave 44 in a tensor of 1
+    element and 255 in one of 8, NaN -> int8 0 and -128. Through int32 (int64 for uint32 and int64, where the device has
+    it) these are torch's numbers on x86: -1.0 -> uint8 255, 300.0 -> 44, NaN -> 0, 3e9 -> int32 -2**31.
+    tg.dtype.dtypes.as_const folds constants the same way."""
+    if not dtypes.is_float(src) or not dtypes.is_int(dst) or dst == dtypes.uint64:
+      return None
+    if dst in (dtypes.uint32, dtypes.int64):
+      return dtypes.int64 if dtypes.int64 not in self.renderer.missing_dtypes else None
+    return dtypes.int32
+
   def _lower(self, op: LazyOp, idxs: list[Node]) -> UOp:
     """`op`'s value at `idxs`, lowered once per (node, indices, loop context): an AST is a DAG, and a value used k times
     by values used k times would otherwise be lowered k^depth times (x*x + x nested 8 deep took minutes)."""
@@ -711,7 +734,10 @@ class Lowerer:
       return self._group_reduce(op, idxs) if GROUP in self.kinds else self._reduce(op, idxs)
     srcs = [self._lower(s, idxs) for s in op.src]
     if op.op is UnaryOps.CAST:
-      out = srcs[0].cast(self.vdt(op.arg))
+      out = srcs[0]
+      if (via := self._float_to_int_via(op.src[0].dtype, op.arg)) is not None:
+        out = _float_to_int(out, self.vdt(via))
+      out = out.cast(self.vdt(op.arg))
       if self.emulate_bf16 and op.arg == dtypes.bfloat16:  # round to bfloat16's precision, kept in a float32
         out = _bf16_to_float(_float_to_bf16_bits(out))
       return out
