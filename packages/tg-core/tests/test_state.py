@@ -174,6 +174,23 @@ def test_safe_save_replaces_atomically(tmp_path) -> None:
   assert os.stat(fn).st_mode == os.stat(tmp_path / "plain").st_mode  # permissions as open() gives, not a temp file's
 
 
+def test_safe_save_over_a_file_keeps_its_mode_and_writes_through_a_link(tmp_path) -> None:
+  """Saving over a private checkpoint keeps it private (it came back 0o644), and a path that is a symbolic link saves
+  into the file it points to, as open() would (the link was replaced by a file, the target kept the old weights)."""
+  fn = str(tmp_path / "private.safetensors")
+  safe_save({"a": Tensor([1.0])}, fn)
+  os.chmod(fn, 0o600)
+  safe_save({"a": Tensor([2.0])}, fn)
+  assert os.stat(fn).st_mode & 0o777 == 0o600
+  real, link = str(tmp_path / "real.safetensors"), str(tmp_path / "link.safetensors")
+  safe_save({"a": Tensor([1.0])}, real)
+  os.symlink(real, link)
+  safe_save({"a": Tensor([3.0])}, link)
+  assert os.path.islink(link) and os.path.realpath(link) == os.path.realpath(real)
+  np.testing.assert_array_equal(safe_load(real)["a"].numpy(), [3.0])
+  assert sorted(os.listdir(tmp_path)) == ["link.safetensors", "private.safetensors", "real.safetensors"]
+
+
 def test_safetensors_errors(tmp_path) -> None:
   fn = str(tmp_path / "e.safetensors")
   with pytest.raises(TypeError, match="str to str"):

@@ -66,6 +66,18 @@ def test_truncated_legacy_pth_raises_instead_of_loading_zeros(tmp_path):
   _raises(torch_load, fn, "storage")
 
 
+def test_legacy_pth_with_a_lying_frame_length_raises_without_allocating_it(tmp_path):
+  """A damaged legacy checkpoint whose pickle frame claims 2**62 bytes: WeightsFileError, not MemoryError (the
+  unpickler read the file directly and allocated what the frame claimed)."""
+  fn = str(tmp_path / "frame.pt")
+  with open(fn, "wb") as f:
+    f.write(pickle.dumps(0x1950A86A20F9469CFC6C, protocol=2))  # the legacy format's magic number
+    f.write(pickle.dumps(1001, protocol=2))  # its protocol version
+    f.write(pickle.dumps({"little_endian": True}, protocol=2))
+    f.write(b"\x80\x04\x95" + (2 ** 62).to_bytes(8, "little") + b"}.")  # PROTO 4, FRAME of 2**62 bytes
+  _raises(torch_load, fn, "truncated")
+
+
 class _Storage:
   """Pickles as a torch storage: the persistent id torch.save writes."""
 

@@ -185,7 +185,7 @@ _TORCH_FUNCTIONS: dict[str, Any] = {"_rebuild_tensor": _rebuild_tensor, "_rebuil
 class _TorchUnpickler(pickle.Unpickler):
   """Unpickles a torch checkpoint without torch: tensors become _TorchTensor, storages _TorchStorage."""
 
-  def __init__(self, file: IO[bytes], storage: Any = None) -> None:
+  def __init__(self, file: IO[bytes] | _FileBounded, storage: Any = None) -> None:
     super().__init__(file)
     self.get_storage = storage
     self.storages: dict[str, _TorchStorage] = {}
@@ -285,8 +285,34 @@ def _torch_load_zip(path: str) -> Any:
     return _TorchUnpickler(io.BytesIO(pkl), locate).load()
 
 
+class _FileBounded:
+  """A file for the unpickler that refuses a read past its end: a damaged pickle's frame or bytes length (2**62) made
+  the C unpickler allocate that much and raise MemoryError (or, smaller, really take the memory) before it found the
+  file too short."""
+
+  def __init__(self, f: io.BufferedReader, size: int) -> None:
+    self.f, self.size = f, size
+
+  def read(self, n: int = -1) -> bytes:
+    if n is not None and n > self.size - self.f.tell():
+      raise pickle.UnpicklingError(f"pickle data was truncated: {n} bytes asked for, the file ends {self.size - self.f.tell()} bytes on")
+    return self.f.read(n)
+
+  def readinto(self, b: Any) -> int:
+    if len(b) > self.size - self.f.tell():
+      raise pickle.UnpicklingError("pickle data was truncated")
+    return self.f.readinto(b)
+
+  def readline(self) -> bytes:
+    return self.f.readline()
+
+  def tell(self) -> int:
+    return self.f.tell()
+
+
 def _torch_load_legacy(path: str) -> Any:
-  with open(path, "rb") as f:
+  with open(path, "rb") as raw:
+    f = _FileBounded(raw, os.path.getsize(path))
     try:
       magic = _TorchUnpickler(f).load()
     except Exception:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import uuid
 from typing import Any
@@ -116,8 +117,10 @@ def safe_save(tensors: dict[str, Tensor], fn: PathLike, metadata: dict[str, str]
 
   Tensors are copied out one at a time, so saving needs RAM for the largest tensor, not for all of them. The
   file is written under a temporary name and then renamed over `fn`, so a failed save leaves no half-written
-  file, and tensors still mapped from an older `fn` (safe_load of the same path) keep reading the old data."""
-  path = os.fspath(fn)
+  file, and tensors still mapped from an older `fn` (safe_load of the same path) keep reading the old data. A `fn`
+  that is a symbolic link is saved to the file it points to (the link stays), and a file saved over keeps its
+  permissions (a checkpoint made private stays private)."""
+  path = os.path.realpath(os.fspath(fn))
   header: dict[str, Any] = {}
   if metadata:
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
@@ -144,6 +147,10 @@ def safe_save(tensors: dict[str, Tensor], fn: PathLike, metadata: dict[str, str]
       f.write(j)
       for t in tensors.values():
         f.write(_le_bytes(t))
+    try:
+      os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
+    except FileNotFoundError:  # a new file: open()'s mode, as above
+      pass
     os.replace(tmp, path)
   except BaseException:
     if os.path.exists(tmp):
