@@ -10,8 +10,8 @@
   is done twice).
 - the same step tensor-parallel: the first layer's weight split by its outputs, the second's by its inputs (one
   all-reduce of its output per step), the last layer whole on each; each instance updates only its part.
-- the matmul and the data-parallel step again under TinyJit, each side replayed (engine/jit.py: a replay over several
-  CPU instances runs them side by side, as a realize does).
+- the matmul and the data-parallel step again under TinyJit, each side replayed (a replay runs its kernels one after
+  another, each split over all the cores: handed to the instances' streams it was slower, see bench/README.md).
 
 Printed: the median time on one device and sharded, their ratio (> 1: sharded is faster), and the time the sharded
 step spends copying between instances (the COPY items, timed one by one from a PROFILE trace of one call).

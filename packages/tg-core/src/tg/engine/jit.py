@@ -21,19 +21,19 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tg import divcheck
 from tg.device import Buffer, Device
-from tg.engine import memory, pending, profile, streams
-from tg.engine.realize import CompiledRunner, ExecItem, Runner, capturing, count
+from tg.engine import memory, pending, profile
+from tg.engine.realize import CompiledRunner, ExecItem, Runner, capturing
 from tg.helpers import DEBUG, GlobalCounters, colored
 from tg.interrupts import hold_sigint
 from tg.lazy import LazyBuffer
 from tg.multi import MultiLazyBuffer, parts
-from tg.settings import JIT, JIT_BATCH_SIZE, JIT_GRAPH, STREAMS
-from tg.shape.symbolic import Node, Variable, sint, sym_infer
+from tg.settings import JIT, JIT_BATCH_SIZE, JIT_GRAPH
+from tg.shape.symbolic import Node, Variable, sint
 
 if TYPE_CHECKING:
   from tg.tensor import Tensor
@@ -203,7 +203,6 @@ class TinyJit(Generic[ReturnType]):
     self.item_vals: list[dict[Variable, int]] = []  # the symbolic values of each item's kernels at capture
     self.plain_counts: list[tuple[int, int, int]] | None = None  # what each item adds to GlobalCounters (_plain_counts)
     self.plain_total = (0, 0, 0)  # what a whole replay adds to GlobalCounters, where plain_counts is not None
-    self.side_by_side = False  # whether a replay runs the items of several CPU device instances side by side (_side_by_side)
     self.signature: list[tuple[str, tuple[Any, ...]]] = []
     self.ret: Any = None
     self.symbolic_returns = False  # whether a returned tensor's shape or view holds a Variable (rebound to each replay's value)
@@ -228,7 +227,6 @@ class TinyJit(Generic[ReturnType]):
   def _use(self, jit_cache: list[ExecItem], covers: list[list[int]]) -> None:
     self.jit_cache, self.covers = jit_cache, covers
     self.item_vals = [{k: v for j in cover for k, v in self.kernel_vals[j].items()} for cover in covers]
-    self.side_by_side = self._side_by_side()
     self.plain_counts = self._plain_counts()
 
   def _plain_counts(self) -> list[tuple[int, int, int]] | None:
@@ -247,14 +245,6 @@ class TinyJit(Generic[ReturnType]):
         b.ensure_allocated()
     self.plain_total = (sum(k for k, _, _ in counts), sum(op for _, op, _ in counts), sum(mem for _, _, mem in counts))
     return counts
-
-  def _side_by_side(self) -> bool:
-    """Whether a replay hands its items to the streams of their devices (engine/streams.py), as a realize of the same
-    work does: the kernels span several CPU device instances (a sharded model) and the items are large enough."""
-    if not streams.several_cpu_instances({ei.prg.device for ei in self.jit_cache}):
-      return False
-    return streams.worth([(sym_infer(ei.prg.op_estimate, vals), sym_infer(ei.prg.mem_estimate, vals))
-                          for ei, vals in zip(self.jit_cache, self.item_vals)])
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
     if _running.jits:
@@ -366,12 +356,7 @@ class TinyJit(Generic[ReturnType]):
     with hold_sigint():
       if 0 in checks:
         divcheck.check_flags(checks[0], errors)
-      if profile.enabled() or DEBUG.value >= 2:  # each kernel timed and reported
-        pass
-      elif self.side_by_side and STREAMS.value:
-        self._replay_side_by_side(var_vals)
-        return
-      elif self.plain_counts is not None and not var_vals:
+      if self.plain_counts is not None and not var_vals and not profile.enabled() and DEBUG.value < 2:  # (those time each kernel)
         self._replay_plain(self.plain_counts)
         return
       for n, (ei, vals) in enumerate(zip(self.jit_cache, self.item_vals)):
@@ -405,58 +390,11 @@ class TinyJit(Generic[ReturnType]):
     GlobalCounters.global_ops += op
     GlobalCounters.global_mem += mem
 
-  def _replay_side_by_side(self, var_vals: dict[Variable, int]) -> None:
-    """The replay's items on the streams of their devices, in runs that end where the capture read a check's flags
-    (each run ends, and its flags are read, before the next starts)."""
-    checks, errors = self.div_flags.at, self.div_flags.errors
-    start = 0
-    for n, cover in enumerate(self.covers):
-      if (ran := cover[-1] + 1) in checks or n + 1 == len(self.covers):
-        self._run_side_by_side(range(start, n + 1), var_vals)
-        start = n + 1
-        if ran in checks:
-          divcheck.check_flags(checks[ran], errors)
-
-  def _run_side_by_side(self, items: range, var_vals: dict[Variable, int]) -> None:
-    """Run `items` of the replay side by side. If one fails, the items that didn't run (and those after `items`) stay to
-    do, as in a replay one after another (_leave_rest); a graph that started is taken as whole."""
-    started, ran = set(), set()
-
-    def prepare(n: int) -> tuple[list[Buffer], list[Buffer], Callable[[], object]]:
-      outputs, inputs = [], []
-      for j in self.covers[n]:
-        ei = self.kernels[j]
-        for b in ei.bufs:
-          b.ensure_allocated()
-        outputs += ei.bufs[:ei.outs]
-        inputs += ei.bufs[ei.outs:]
-      item, vals = self.jit_cache[n], {**self.item_vals[n], **var_vals}
-
-      def launch() -> None:
-        started.add(n)
-        item.prg(item.bufs, vals)
-      return outputs, inputs, launch
-
-    def finish(n: int) -> None:
-      count(self.jit_cache[n].prg, {**self.item_vals[n], **var_vals})
-      ran.add(n)
-    try:
-      streams.run_jobs(items, lambda n: self.jit_cache[n].prg.device, prepare, finish)
-    except BaseException:
-      done = ran | {n for n in started if isinstance(self.jit_cache[n].prg, GraphRunner)}
-      rest = [n for n in items if n not in done] + list(range(items.stop, len(self.jit_cache)))
-      self._leave(rest, var_vals)
-      raise
-
   def _leave_rest(self, failed: int, var_vals: dict[Variable, int]) -> None:
     """Item `failed` of a replay raised: the kernels before it ran, the rest of the step stays to do and runs before
     anything reads what it writes. A graph that raised is taken as whole: which of its kernels ran is not known."""
     start = failed if not isinstance(self.jit_cache[failed].prg, GraphRunner) else failed + 1
-    self._leave(range(start, len(self.jit_cache)), var_vals)
-
-  def _leave(self, items: Sequence[int], var_vals: dict[Variable, int]) -> None:
-    """The kernels of these items of a replay stay to do (engine/pending.py), in order."""
-    rest = [_ReplayRest(self.kernels[j], {**self.kernel_vals[j], **var_vals}) for n in items for j in self.covers[n]]
+    rest = [_ReplayRest(self.kernels[j], {**self.kernel_vals[j], **var_vals}) for cover in self.covers[start:] for j in cover]
     if rest:
       pending.PendingWork(rest, lower=_ReplayRest.runner)  # type: ignore[arg-type]
 
