@@ -1228,3 +1228,19 @@ def test_padded_bool_vectors(n, pad):
   np.testing.assert_array_equal(t.reshape(1, n).reshape(n).pad((pad,)).numpy(), np.pad(x, pad))
   np.testing.assert_array_equal((~t).pad((pad,)).numpy(), np.pad(~x, pad))
   np.testing.assert_array_equal(t.pad((pad,)).where(1.0, 2.0).numpy(), np.where(np.pad(x, pad), 1.0, 2.0).astype(np.float32))
+
+
+def test_clip_with_a_nan_bound_is_nan_everywhere_as_torch() -> None:
+  torch = pytest.importorskip("torch")
+  x = np.array([0.5, -5.0, 3.0], np.float32)
+  for lo, hi in ((math.nan, 1.0), (-1.0, math.nan), (math.nan, None), (None, math.nan)):
+    want = torch.clamp(torch.from_numpy(x), lo, hi).numpy()
+    np.testing.assert_array_equal(Tensor(x).clip(lo, hi).numpy(), want, err_msg=f"clip({lo}, {hi})")
+
+
+def test_chunk_into_zero_or_fewer_pieces_raises() -> None:
+  from tg.errors import TgArgumentError
+  for n in (0, -2):
+    with pytest.raises(TgArgumentError, match="at least 1"):
+      Tensor.ones(5).chunk(n)
+  assert [c.shape for c in Tensor.ones(5).chunk(2)] == [(3,), (2,)]

@@ -518,3 +518,22 @@ def test_gguf_errors(tmp_path) -> None:
   write_gguf(fn, {"q": (np.zeros((2, 84), np.uint8), gguf.GGMLQuantizationType.Q2_K)}, kv=False)
   with pytest.raises(NotImplementedError, match="Q2_K"):
     gguf_load(fn)
+
+
+def test_get_state_dict_of_a_model_that_refers_back_to_itself() -> None:
+  """A module holding its parent (or itself) is not followed back (RecursionError before); a module shared by two
+  attributes is listed under both names."""
+  from tg.nn import Linear
+
+  class Block:
+    def __init__(self, parent: object) -> None:
+      self.parent, self.lin = parent, Linear(2, 3)
+
+  class Model:
+    def __init__(self) -> None:
+      self.me, self.block = self, Block(self)
+      self.alias = self.block.lin
+  m = Model()
+  sd = get_state_dict(m)
+  assert sorted(sd) == ["alias.bias", "alias.weight", "block.lin.bias", "block.lin.weight"]
+  assert sd["alias.weight"] is sd["block.lin.weight"]

@@ -949,6 +949,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return tuple(out)
 
   def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    if not isinstance(chunks, int) or chunks < 1:
+      raise TgArgumentError(f"chunk needs a number of chunks of at least 1, not {chunks!r}")
     n = _concrete(self.shape[self._resolve_axis(dim)])
     return self.split(max(1, -(-n // chunks)), dim)
 
@@ -1196,6 +1198,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     included. A min above the max gives the max everywhere, with no gradient (as torch and tinygrad)."""
     if min_ is None and max_ is None:
       raise TgArgumentError("clip needs at least one of min_ and max_")
+    if any(isinstance(b, float) and b != b for b in (min_, max_)):  # a NaN bound: NaN everywhere, as torch (a compare ignored it)
+      return self._zero_grad(Tensor.full(self.shape, math.nan, device=self.device).cast(least_upper_dtype(self.dtype, dtypes.default_float)))
     if min_ is not None and max_ is not None and min_ > max_:
       return self._zero_grad(Tensor.full(self.shape, max_, device=self.device).cast(least_upper_dtype(self.dtype, dtypes.from_py(max_))))
     ret = self if min_ is None else (self < min_).where(min_, self)

@@ -31,16 +31,28 @@ __all__ = ["StateDictKeyError", "WeightsFileError", "get_parameters", "get_state
 # ---------- finding a model's tensors ----------
 
 def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
-  """Every Tensor reachable from `obj` through attributes, lists, tuples and dicts, by dotted name."""
+  """Every Tensor reachable from `obj` through attributes, lists, tuples and dicts, by dotted name. An object shared by
+  two attributes is listed under both names; a reference back to an object on the way to it (a module that holds
+  its parent) is not followed (it recursed until RecursionError)."""
+  return _state_dict(obj, prefix, set())
+
+
+def _state_dict(obj: Any, prefix: str, path: set[int]) -> dict[str, Tensor]:
   if isinstance(obj, Tensor):
     return {prefix.strip("."): obj}
-  if isinstance(obj, (list, tuple)):
-    return {k: v for i, x in enumerate(obj) for k, v in get_state_dict(x, f"{prefix}{i}.").items()}
-  if isinstance(obj, dict):
-    return {k: v for key, x in obj.items() for k, v in get_state_dict(x, f"{prefix}{key}.").items()}
-  if hasattr(obj, "__dict__"):
-    return get_state_dict(vars(obj), prefix)
-  return {}
+  if not isinstance(obj, (list, tuple, dict)) and not hasattr(obj, "__dict__"):
+    return {}
+  if id(obj) in path:
+    return {}
+  path.add(id(obj))
+  try:
+    if isinstance(obj, (list, tuple)):
+      return {k: v for i, x in enumerate(obj) for k, v in _state_dict(x, f"{prefix}{i}.", path).items()}
+    if isinstance(obj, dict):
+      return {k: v for key, x in obj.items() for k, v in _state_dict(x, f"{prefix}{key}.", path).items()}
+    return _state_dict(vars(obj), prefix, path)
+  finally:
+    path.discard(id(obj))
 
 
 def get_parameters(obj: Any) -> list[Tensor]:

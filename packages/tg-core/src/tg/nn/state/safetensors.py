@@ -95,7 +95,10 @@ def safe_load_metadata(fn: PathLike) -> tuple[Tensor, int, dict[str, Any]]:
 def safe_load(fn: PathLike) -> dict[str, Tensor]:
   """The tensors of a safetensors file, as realized DISK tensors mapped read-only from the file (nothing is read yet).
 
-  Every entry of the header is checked first; a malformed one raises WeightsFileError naming the file and the field."""
+  Every entry of the header is checked first; a malformed one raises WeightsFileError naming the file and the field.
+  The tensors read the file's pages when they are used: replace the file by a rename (as safe_save does) while they
+  live, never rewrite it in place (a read of pages truncated away under a live mapping is SIGBUS, which kills the
+  process, as it does any program that maps a file)."""
   path = os.fspath(fn)
   n, header, size = _safe_header(path)
   entries = {name: _tensor_entry(path, name, info, size - 8 - n) for name, info in header.items() if name != "__metadata__"}
