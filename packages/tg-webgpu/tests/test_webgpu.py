@@ -148,9 +148,12 @@ def test_integer_division_by_zero_is_zero() -> None:
 
 
 def test_float_to_int_casts_follow_tg() -> None:
-  x = Tensor([float("nan"), float("inf"), -1.0, -2.5, 300.7], device=D)
-  assert x.cast(dtypes.int32).tolist() == [0, 0, -1, -2, 300]
-  assert x.cast(dtypes.uint8).tolist() == [0, 0, 255, 254, 44]  # negatives wrap like a C cast on common CPUs
+  # tg's rule (codegen/lowerer.py _float_to_int): through int32, NaN, inf and what is out of its range its lowest value
+  x = Tensor([float("nan"), float("inf"), -1.0, -2.5, 300.7, 3e9], device=D)
+  low = -2 ** 31
+  assert x.cast(dtypes.int32).tolist() == [low, low, -1, -2, 300, low]
+  assert x.cast(dtypes.uint8).tolist() == [0, 0, 255, 254, 44, 0]  # negatives wrap like a C cast on common CPUs
+  assert x.cast(dtypes.uint32).tolist() == [0, 0, 4294967295, 4294967294, 300, 3000000000]  # (no int64: WGSL's own, the same)
 
 
 def test_nan_compares_and_max_ignore_the_drivers_no_nan_assumption() -> None:

@@ -2,8 +2,9 @@
 
 Values live in WGSL's 32-bit types: int8/int16 in an i32 and uint8/uint16 in a u32, wrapped back into their
 range after every op that can leave it; bool is WGSL's bool. WGSL differs from C where tg pins a meaning:
-integer division or modulo by zero gives 0 here (WGSL returns the dividend), float -> int casts of NaN and
-infinities give 0 and negative floats cast to unsigned wrap (WGSL saturates), and infinities and NaN, which
+integer division or modulo by zero gives 0 here (WGSL returns the dividend), a float -> uint32 cast (core sends the
+other float -> int casts through int32 itself) gives 0 for NaN and infinities and wraps negatives (WGSL saturates),
+as core's rule through int64 does, and infinities and NaN, which
 WGSL forbids as literals, come from tiny helper functions that build them from their bits at run time.
 
 WGSL also lets an implementation assume no NaN or infinity appears, and drivers use that (lavapipe folds
@@ -89,7 +90,8 @@ def cast(x: str, src: DType, dst: DType) -> str:
   if src == dtypes.bool or dtypes.is_float(dst):
     return f"{dreg}({x})"  # WGSL converts bool to 0/1, and ints to the nearest float
   if dtypes.is_float(src):
-    # tg: NaN and infinities become 0, other floats truncate toward zero and wrap into the target's range
+    # core sends other targets through int32 first (codegen/lowerer.py _float_to_int): this is uint32 without int64,
+    # where tg's result through int64 is 0 for NaN and the infinities, a wrapped truncation for other floats
     f = x if src == dtypes.float32 else f"f32({x})"
     finite = f"((bitcast<u32>({f}) & 0x7fffffffu) < 0x7f800000u)"  # on the bits: a driver may assume floats are finite
     as_int = f"select(0i, i32({x}), {finite})"

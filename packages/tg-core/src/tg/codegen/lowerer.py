@@ -697,8 +697,8 @@ class Lowerer:
 
   def _float_to_int_via(self, src: DType, dst: DType) -> DType | None:
     """The signed integer a float is converted to first (`_float_to_int`) on its way to the integer `dst`, then wrapped
-    to `dst` as an integer cast is; None: directly. C and LLVM leave a float out of an integer's range undefined, and
-    clang converted it one way in a scalar and another in a vector's lanes: 300.0 -> uint8 gave 44 in a tensor of 1
+    to `dst` as an integer cast is; None: directly. C and compiler IRs leave a float out of an integer's range undefined,
+    and clang converted it one way in a scalar and another in a vector's lanes: 300.0 -> uint8 gave 44 in a tensor of 1
     element and 255 in one of 8, NaN -> int8 0 and -128. Through int32 (int64 for uint32 and int64, where the device has
     it) these are torch's numbers on x86: -1.0 -> uint8 255, 300.0 -> 44, NaN -> 0, 3e9 -> int32 -2**31.
     tg.dtype.dtypes.as_const folds constants the same way."""
