@@ -15,7 +15,7 @@ import numbers
 from typing import TYPE_CHECKING, Any
 
 import tg.divcheck as divcheck
-from tg.dtype import dtypes
+from tg.dtype import DType, dtypes
 from tg.errors import IndexOutOfRangeError, IndexShapeError, ShapeError
 from tg.lazy import LazyBuffer
 from tg.shape.symbolic import Node, sint
@@ -45,10 +45,21 @@ def _as_index(idx: Any) -> Tensor | Any | None:
   return None
 
 
-def _wide(t: Tensor) -> Tensor:
+_INT32_MAX = 2 ** 31 - 1
+
+
+def _wide(t: Tensor, n: int = 0) -> Tensor:
   """Integer indices in a dtype that holds both their values and the axis sizes compared with them (an int8 index into
-  300 elements can't be compared with 300 in int8): int32, or their own dtype where that is wider."""
+  300 elements can't be compared with 300 in int8): int32, or their own dtype where that is wider, or int64 for an axis
+  of `n` > 2**31 - 1 elements (compared in int32, its size wrapped negative and every index was "out of range")."""
+  if n > _INT32_MAX:
+    return t if t.dtype in (dtypes.int64, dtypes.uint64) else t.cast(dtypes.int64)
   return t if t.dtype in (dtypes.int32, dtypes.int64, dtypes.uint32, dtypes.uint64) else t.cast(dtypes.int32)
+
+
+def _index_dtype(n: int) -> DType:
+  """The dtype positions along an axis of n elements are computed in: int32, int64 past its range."""
+  return dtypes.int64 if n > _INT32_MAX else dtypes.int32
 
 
 def _range_guard(results: list[Tensor], idx: Tensor, lo: int, hi: int, error: divcheck.ErrorFn, keep: Tensor | None = None) -> None:
@@ -60,7 +71,7 @@ def _range_guard(results: list[Tensor], idx: Tensor, lo: int, hi: int, error: di
   from tg.tensor import _parts
   if 0 in idx.shape:
     return
-  w = _wide(idx)
+  w = _wide(idx, max(abs(lo), abs(hi)))
   bad = w >= hi
   if lo > 0 or not dtypes.is_unsigned(w.dtype):  # (an unsigned index is never below 0)
     bad = bad | (w < lo)
@@ -180,7 +191,7 @@ class IndexingMixin:
         if idx.size and isinstance(size, int) and not (-size <= int(idx.min()) and int(idx.max()) < size):
           bad = int(idx.max()) if int(idx.max()) >= size else int(idx.min())
           raise _bounds_error(dim, size)(bad)
-        idx = Tensor(idx.astype("int32"), device=self.device)  # (in range: the cast changes no value)
+        idx = Tensor(idx.astype("int64" if size > _INT32_MAX else "int32"), device=self.device)  # (in range: no value changes)
         dims.append(None)
       elif type(idx).__name__ == "Tensor":
         dims.append(dim)
@@ -244,11 +255,13 @@ class IndexingMixin:
     mask: Tensor | None = None
     for k, (a, t) in enumerate(tensor_axes):
       n = _concrete(self.shape[a])
-      t = _wide(t)
+      t = _wide(t, n)
       t = (t < 0).where(t + n, t)  # negative indices count from the end (out of range ones are __getitem__'s error)
-      t = t.cast(dtypes.int32) if t.dtype != dtypes.int32 else t
+      pos = _index_dtype(n)  # (int64 past 2**31 elements: int32 wrapped them)
+      t = t.cast(pos) if t.dtype != pos else t
       hot_shape = (1,) * (len(bshape) + len(rest)) + tuple(n if j == k else 1 for j in range(len(axes)))
-      hot = t._broadcast_to(bshape).reshape(tuple(bshape) + (1,) * (len(rest) + len(axes))) == Tensor.arange(n, device=self.device).reshape(hot_shape)
+      hot = t._broadcast_to(bshape).reshape(tuple(bshape) + (1,) * (len(rest) + len(axes))) == \
+        Tensor.arange(n, device=self.device, dtype=pos).reshape(hot_shape)
       mask = hot if mask is None else (mask & hot)
     assert mask is not None
     zero = 0.0 if dtypes.is_float(self.dtype) else 0

@@ -125,3 +125,17 @@ def test_int64_index_math_is_right_on_small_kernels(monkeypatch: pytest.MonkeyPa
   np.testing.assert_equal(ta.permute(1, 0)[2:9, ::3].contiguous().numpy(), a.T[2:9, ::3])
   np.testing.assert_equal(Tensor.arange(1000).reshape(10, 100).max(1).numpy(), np.arange(1000).reshape(10, 100).max(1))
   np.testing.assert_allclose(ta.softmax(1).numpy(), np.exp(a) / np.exp(a).sum(1, keepdims=True), rtol=1e-5)
+
+
+def test_index_tensors_and_gather_on_an_axis_past_int32() -> None:
+  """Index tensors into an axis of more than 2^31 elements: an int64 index was narrowed to int32 (t[[2**31 + 1]] read
+  element 6), and an int32 index was compared with the axis size in int32, where it wrapped negative (every index
+  "out of bounds")."""
+  _skip_slow()
+  t = (Tensor.arange(BIG, dtype=dtypes.int64) % 251).cast(dtypes.uint8).contiguous().realize()  # 2 GB
+  far = 2**31 + 1
+  assert t[Tensor([far], dtype=dtypes.int64)].tolist() == [far % 251]
+  assert t[[far]].tolist() == [far % 251]
+  assert t[Tensor([5])].tolist() == [5] and t[Tensor([-1])].tolist() == [(BIG - 1) % 251]
+  assert t.gather(0, Tensor([5], dtype=dtypes.int32)).tolist() == [5]
+  assert t.gather(0, Tensor([far], dtype=dtypes.int64)).tolist() == [far % 251]
