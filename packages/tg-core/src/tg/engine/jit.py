@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from tg import divcheck
 from tg.device import Buffer, Device
 from tg.engine import memory, pending, profile
-from tg.engine.realize import CompiledRunner, ExecItem, Runner, capturing
+from tg.engine.realize import CompiledRunner, ExecItem, Runner, capturing, count
 from tg.helpers import DEBUG, GlobalCounters, colored
 from tg.interrupts import hold_sigint
 from tg.lazy import LazyBuffer
@@ -201,8 +201,7 @@ class TinyJit(Generic[ReturnType]):
     self.jit_cache: list[ExecItem] = []  # what a replay runs: the kernels, or graphs of batches of them
     self.covers: list[list[int]] = []  # the kernels each item of jit_cache runs
     self.item_vals: list[dict[Variable, int]] = []  # the symbolic values of each item's kernels at capture
-    self.plain_counts: list[tuple[int, int, int]] | None = None  # what each item adds to GlobalCounters (_plain_counts)
-    self.plain_total = (0, 0, 0)  # what a whole replay adds to GlobalCounters, where plain_counts is not None
+    self.plain_total: tuple[int, int, int] | None = None  # what a whole plain replay adds to GlobalCounters (_plain_total)
     self.signature: list[tuple[str, tuple[Any, ...]]] = []
     self.ret: Any = None
     self.symbolic_returns = False  # whether a returned tensor's shape or view holds a Variable (rebound to each replay's value)
@@ -227,24 +226,23 @@ class TinyJit(Generic[ReturnType]):
   def _use(self, jit_cache: list[ExecItem], covers: list[list[int]]) -> None:
     self.jit_cache, self.covers = jit_cache, covers
     self.item_vals = [{k: v for j in cover for k, v in self.kernel_vals[j].items()} for cover in covers]
-    self.plain_counts = self._plain_counts()
+    self.plain_total = self._plain_total()
 
-  def _plain_counts(self) -> list[tuple[int, int, int]] | None:
-    """For a replay with nothing symbolic and no division checks (most): what each item adds to GlobalCounters
-    (kernels, ops, bytes), so that a replay calls the items' runners directly (_replay_plain); else None. Their buffers
-    are allocated here, as the first run of each would."""
+  def _plain_total(self) -> tuple[int, int, int] | None:
+    """For a replay with nothing symbolic and no division checks (most): what it adds to GlobalCounters (kernels, ops,
+    bytes), so that a replay calls the items' runners directly and counts once (_replay_plain); else None. Their
+    buffers are allocated here, as the first run of each would."""
     if self.div_flags.at or any(self.item_vals):
       return None
-    counts: list[tuple[int, int, int]] = []
+    kernels = ops = mem = 0
     for ei in self.jit_cache:
-      if not isinstance(op := ei.prg.op_estimate, int) or not isinstance(mem := ei.prg.mem_estimate, int):
+      if not isinstance(op_i := ei.prg.op_estimate, int) or not isinstance(mem_i := ei.prg.mem_estimate, int):
         return None
-      counts.append((ei.prg.n_kernels, op, mem))
+      kernels, ops, mem = kernels + ei.prg.n_kernels, ops + op_i, mem + mem_i
     for ei in self.kernels:
       for b in ei.bufs:
         b.ensure_allocated()
-    self.plain_total = (sum(k for k, _, _ in counts), sum(op for _, op, _ in counts), sum(mem for _, _, mem in counts))
-    return counts
+    return kernels, ops, mem
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
     if _running.jits:
@@ -356,8 +354,8 @@ class TinyJit(Generic[ReturnType]):
     with hold_sigint():
       if 0 in checks:
         divcheck.check_flags(checks[0], errors)
-      if self.plain_counts is not None and not var_vals and not profile.enabled() and DEBUG.value < 2:  # (those time each kernel)
-        self._replay_plain(self.plain_counts)
+      if (total := self.plain_total) is not None and not var_vals and not profile.enabled() and DEBUG.value < 2:  # (those time each kernel)
+        self._replay_plain(total)
         return
       for n, (ei, vals) in enumerate(zip(self.jit_cache, self.item_vals)):
         try:
@@ -370,7 +368,7 @@ class TinyJit(Generic[ReturnType]):
         if (ran := self.covers[n][-1] + 1) in checks:
           divcheck.check_flags(checks[ran], errors)
 
-  def _replay_plain(self, counts: list[tuple[int, int, int]]) -> None:
+  def _replay_plain(self, total: tuple[int, int, int]) -> None:
     """A replay of items with nothing symbolic and no checks: each runner called as it is, then counted at once (what
     ExecItem.run does for each, less its checks: a replay of 50 tiny kernels in 2 batches spent a third of its time
     there)."""
@@ -379,13 +377,11 @@ class TinyJit(Generic[ReturnType]):
       for n in range(len(items)):  # (n is read after a failure)
         items[n].prg(items[n].bufs, {})
     except BaseException:
-      for k, op, mem in counts[:n]:
-        GlobalCounters.kernel_count += k
-        GlobalCounters.global_ops += op
-        GlobalCounters.global_mem += mem
+      for ei in items[:n]:  # (the failure path: counted one by one, as ExecItem.run counts)
+        count(ei.prg, {})
       self._leave_rest(n, {})
       raise
-    k, op, mem = self.plain_total
+    k, op, mem = total
     GlobalCounters.kernel_count += k
     GlobalCounters.global_ops += op
     GlobalCounters.global_mem += mem
