@@ -242,8 +242,8 @@ SIGINT_CHILD = textwrap.dedent("""
   W = [Tensor(w).realize() for w in ws]
   cur, it = (rng.standard_normal((N, N)).astype(np.float32), []), 0
   print("ready", flush=True)
-  while True:
-    try:  # the whole step: Ctrl-C may come anywhere in it
+  try:  # every step, and the loop between them: Ctrl-C may come anywhere (it once came at the `while` itself)
+    while True:
       x_np, outs = rng.standard_normal((N, N)).astype(np.float32), []
       cur = (x_np, outs)  # one assignment: the input and the outputs computed from it
       x = Tensor(x_np)
@@ -252,8 +252,8 @@ SIGINT_CHILD = textwrap.dedent("""
         outs.append(x)
       Tensor.realize_all(*outs)
       it += 1
-    except KeyboardInterrupt:
-      break
+  except KeyboardInterrupt:
+    pass
   x_np, outs = cur
   err, h = 0.0, x_np
   for o, wn in zip(outs, ws):
