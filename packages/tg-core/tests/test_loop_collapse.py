@@ -68,10 +68,20 @@ def _reduce_loops(t: Tensor) -> int:
   return sum(1 for u in k.linearize() if u.op is UOps.RANGE and u.arg[1])
 
 
+def _window_count(n: int) -> Tensor:
+  """0..n-1 as a sum over a sliding window of a padded constant (tg's arange was this): row i of the window sees
+  [0]*(n-1) + [1]*n shifted by i, so it holds i+1 ones."""
+  length = 2 * n - 1
+  x = Tensor.ones(n, dtype=dtypes.int32).pad(((n - 1, 0),))
+  return x.reshape(1, length).expand(n, length).reshape(n * length).pad(((0, n),)).reshape(n, length + 1)[:, :n].sum(1) - 1
+
+
 @pytest.mark.parametrize("n", [2, 5, 64, 200, 1000, 4097])
 def test_arange_has_no_reduce_loop(n: int) -> None:
   np.testing.assert_equal(Tensor.arange(n).numpy(), np.arange(n))
-  assert _reduce_loops(Tensor._arange_small(min(n, 256), Device.DEFAULT)) == 0
+  assert len(create_schedule([Tensor.arange(n).lazydata])) == 1 and _reduce_loops(Tensor.arange(n)) == 0
+  np.testing.assert_equal(_window_count(min(n, 256)).numpy(), np.arange(min(n, 256)))
+  assert _reduce_loops(_window_count(min(n, 256))) == 0
 
 
 def test_masked_cumsums() -> None:

@@ -74,3 +74,18 @@ def test_realized_tensor_schedules_nothing():
   out = (a + b).realize()
   assert len(_schedule(out)) == 0
   np.testing.assert_allclose(out.numpy(), na + nb, atol=1e-6)
+
+
+def test_arange_is_computed_where_it_is_read():
+  """Tensor.arange is positions (an IOTA), no kernel of its own: it used to be a sliding-window count (one reduction
+  kernel, or three past 256 elements) stored whole before the kernel that read it."""
+  (a,), (x,) = _inputs((3, 1000))
+  for n_out, t, want in [
+      (1, x + Tensor.arange(1000), a + np.arange(1000)),
+      (1, x * Tensor.arange(3000).reshape(3, 1000).flip(1), a * np.arange(3000).reshape(3, 1000)[:, ::-1]),
+      (1, (Tensor.arange(1000).reshape(1, 1000) < Tensor.arange(400, 1000, 200).reshape(3, 1)).where(x, 0),
+       np.where(np.arange(1000)[None] < np.arange(400, 1000, 200)[:, None], a, 0)),
+      (1, x.sum(1) + Tensor.arange(3, 30, 9), a.sum(1) + np.arange(3, 30, 9)),
+      (1, Tensor.arange(70000).pad(((2, 3),)).reshape(5, 14001), np.pad(np.arange(70000), (2, 3)).reshape(5, 14001))]:
+    assert len(_schedule(t)) == n_out
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-5, atol=1e-4)

@@ -253,6 +253,12 @@ class LazyBuffer:
       _operands[key] = lb
     return lb
 
+  @staticmethod
+  def iota(n: int, dtype: DType, device: str) -> LazyBuffer:
+    """0, 1, ..., n-1 of the integer `dtype`: no data and no kernel of its own, each kernel that reads it computes the
+    positions it reads (a view of it reads the index the view maps to; a padding reads 0)."""
+    return LazyBuffer(device, ShapeTracker.from_shape((n,)), dtype, MetaOps.IOTA)
+
   def is_unrealized_const(self) -> bool:
     """A constant that is the same everywhere (no padded region)."""
     return (self._base or self).op is MetaOps.CONST and self.st.unmasked
@@ -286,6 +292,8 @@ class LazyBuffer:
       return self
     if self.is_unrealized_const():
       return LazyBuffer.full(self.const_value, self.shape, self.dtype, device)
+    if (b := self.base).op is MetaOps.IOTA:  # positions are no data: the same view of them on the other device
+      return LazyBuffer.iota(b.shape[0], b.dtype, device)._view(self.st)  # type: ignore[arg-type]
     if Device[self.device].renderer is None:  # a storage device (it runs no kernels) copies out byte ranges
       return LazyBuffer.metaop(MetaOps.COPY, self.shape, self.dtype, device, srcs=(self._as_range(),))
     return LazyBuffer.metaop(MetaOps.COPY, self.shape, self.dtype, device, srcs=(self.contiguous(),))

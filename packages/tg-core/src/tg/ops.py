@@ -42,13 +42,14 @@ class ReduceOps(OpEnum):
 
 
 class BufferOps(OpEnum):
-  """Leaves and root of a kernel AST."""
-  LOAD = auto(); CONST = auto(); STORE = auto()  # noqa: E702
+  """Leaves and root of a kernel AST. IOTA is the position its ShapeTracker reads (arg: a ConstBuffer, val unused)."""
+  LOAD = auto(); CONST = auto(); STORE = auto(); IOTA = auto()  # noqa: E702
 
 
 class MetaOps(OpEnum):
   """Lazy-graph ops that are not arithmetic: where data comes from and how it moves."""
   EMPTY = auto(); CONST = auto(); COPY = auto(); CONTIGUOUS = auto(); ASSIGN = auto()  # noqa: E702
+  IOTA = auto()  # 0, 1, ..., n-1 (Tensor.arange): like CONST, no data, computed where it is read (see BufferOps.IOTA)
   SINK = auto()  # the root of a kernel with several outputs: src = its STOREs (output buffers 0..n-1)
 
 

@@ -482,17 +482,6 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return Tensor(lb, **kwargs)
 
   @staticmethod
-  def _arange_small(n: int, device: str) -> Tensor:
-    """0..n-1 as int32 with one reduction over a sliding window of a padded constant (no data needed):
-    row i of the window sees [0]*(n-1) + [1]*n shifted by i, so it holds i+1 ones."""
-    if n <= 1:
-      return Tensor.zeros(n, dtype=dtypes.int32, device=device)
-    length = 2 * n - 1
-    x = Tensor.ones(n, dtype=dtypes.int32, device=device).pad(((n - 1, 0),))
-    windows = x.reshape(1, length).expand(n, length).reshape(n * length).pad(((0, n),)).reshape(n, length + 1)[:, :n]
-    return windows.sum(1) - 1
-
-  @staticmethod
   @_on_devices
   def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, **kwargs: Any) -> Tensor:
     if stop is None:
@@ -503,17 +492,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     kwargs.pop("dtype", None)
     device = Device.canonicalize(kwargs.pop("device", None))
     n = max(0, math.ceil((stop - start) / step))
-    # for large n, two small aranges of about sqrt(n) combine into n: O(n) work in three kernels
-    cols = max(1, math.isqrt(n - 1) + 1) if n > 256 else n
-    rows = -(-n // cols) if cols else 0
-    if rows <= 1:
-      idx = Tensor._arange_small(n, device)
-    else:
-      # past int32's range the row and column combine in int64 (the small aranges themselves stay int32); a device
-      # without int64 then refuses the kernel, as its indices pass int32 too
-      wide = _index_dtype(n, device)
-      idx = (Tensor._arange_small(rows, device).cast(wide).reshape(rows, 1) * cols + Tensor._arange_small(cols, device).cast(wide).reshape(1, cols))
-      idx = idx.flatten()[:n]
+    # the positions 0..n-1 are no data: each kernel that reads them computes the ones it reads (LazyBuffer.iota), in int64
+    # past int32's range (a device without int64 then refuses the kernel, as its indices pass int32 too)
+    idx = Tensor(LazyBuffer.iota(n, _index_dtype(n, device), device))
     ret = idx.cast(dtype) * step + start if (step, start) != (1, 0) else idx.cast(dtype)
     return Tensor(ret.cast(dtype).lazydata, device=device, **kwargs)
 

@@ -139,3 +139,32 @@ def test_index_tensors_and_gather_on_an_axis_past_int32() -> None:
   assert t[Tensor([5])].tolist() == [5] and t[Tensor([-1])].tolist() == [(BIG - 1) % 251]
   assert t.gather(0, Tensor([5], dtype=dtypes.int32)).tolist() == [5]
   assert t.gather(0, Tensor([far], dtype=dtypes.int64)).tolist() == [far % 251]
+
+
+@pytest.mark.parametrize("how", ["one index", "two indices", "gather", "setitem"])
+def test_index_tensors_allocate_nothing_the_size_of_the_axis(how: str) -> None:
+  """A tensor index selects with a one-hot mask, O(axis) work per index; the positions along the axis (an arange) and the
+  mask (indices x axis bools) were each stored whole: 7 bytes per element of the axis and index, 15 GB to read one
+  element of an axis of 2^31. They are integer arithmetic cheaper to compute again than to store, so the kernel that
+  sums over the mask computes them."""
+  from tg.helpers import GlobalCounters
+  n = 1 << 22
+  x = Tensor([[1.5]]).expand(4, n)  # no buffer of n elements
+  i0, i1 = Tensor([1, 2, 3]).realize(), Tensor([5, n - 1, 7]).realize()
+  if how == "setitem":  # 32 positions written: a mask of them all would be 32 bytes per element
+    x, i1 = Tensor.zeros(n).contiguous().realize(), Tensor([5, n - 1] + list(range(100, 130))).realize()
+  base = GlobalCounters.mem_used
+  GlobalCounters.mem_used_peak = base
+  if how == "one index":
+    got = x[:, i1].numpy()
+    np.testing.assert_equal(got, np.full((4, 3), 1.5, np.float32))
+  elif how == "two indices":
+    np.testing.assert_equal(x[i0, i1].numpy(), [1.5, 1.5, 1.5])
+  elif how == "gather":
+    np.testing.assert_equal(x.gather(1, Tensor([[n - 1], [0], [3], [9]])).numpy().ravel(), [1.5] * 4)
+  else:
+    x[i1] = 2.0
+    assert x[n - 2:].tolist() == [0.0, 2.0]
+  # (setitem makes a new value of x, n floats, from sums over the positions written: a few bytes per element)
+  limit = 16 * n if how == "setitem" else n // 8
+  assert GlobalCounters.mem_used_peak - base < limit, (GlobalCounters.mem_used_peak - base) / n

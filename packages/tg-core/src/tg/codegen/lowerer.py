@@ -91,7 +91,7 @@ def full_shape(ast: LazyOp) -> tuple[sint, ...]:
   """The iteration space: the shape every load is indexed in (the reduce input's shape, if any)."""
   reduceop = next((op for op in ast.lazyops() if isinstance(op.op, ReduceOps)), None)
   for op in (reduceop.src[0] if reduceop is not None else ast).lazyops():
-    if op.op in (BufferOps.LOAD, BufferOps.CONST):
+    if op.op in (BufferOps.LOAD, BufferOps.CONST, BufferOps.IOTA):
       return op.arg.st.shape  # type: ignore[no-any-return]
   return kernel_stores(ast)[0].arg.st.shape  # type: ignore[no-any-return]
 
@@ -372,7 +372,7 @@ class Lowerer:
     self.ctx: dict[Variable, UOp] = {}
     self._lowered: dict[tuple[LazyOp, tuple[Node, ...], int, int], tuple[UOp, dict[Variable, UOp]]] = {}
     # (also those only in a buffer's offset or mask: a KV cache written at a symbolic start_pos)
-    st_vars = [op.arg.st.vars() for op in self.ast.lazyops() if op.op in (BufferOps.LOAD, BufferOps.CONST, BufferOps.STORE)]
+    st_vars = [op.arg.st.vars() for op in self.ast.lazyops() if op.op in BufferOps]
     for v in sorted(set().union(*[s.vars() for s in self.full_shape if isinstance(s, Node)], *st_vars), key=lambda v: v.expr):
       if not _fits(dtypes.int32, v.min, v.max):
         raise ValueError(f"symbolic size {v.expr} ranges over [{v.min}, {v.max}], beyond the int32 a kernel argument is")
@@ -666,11 +666,13 @@ class Lowerer:
     if self.stored_where is not None and nvalid == self.stored_where:  # invalid only where nothing is stored
       if op.op is BufferOps.CONST:
         return UOp.const(dt, self._const_val(op))
+      if op.op is BufferOps.IOTA:
+        return self._uop(nidx).cast(dt)
       if (unmasked := self._unmasked_index(nidx, nvalid)) is not None:
         nvalid = NumNode(1)
     idx, valid = unmasked if unmasked is not None else self._uop(nidx), self._uop(nvalid).cast(dtypes.bool)
-    if op.op is BufferOps.CONST:
-      c = UOp.const(dt, self._const_val(op))
+    if op.op is BufferOps.CONST or op.op is BufferOps.IOTA:  # a value with no memory: the constant, or the index itself
+      c = UOp.const(dt, self._const_val(op)) if op.op is BufferOps.CONST else self._uop(nidx).cast(dt)
       return c if valid.op is UOps.CONST and valid.arg else valid.alu(TernaryOps.WHERE, c, UOp.const(dt, 0))
     buf = self.buffer(op.arg)
     ldt = self._element(op.arg).vec(lanes)
@@ -679,6 +681,25 @@ class Lowerer:
     else:
       ld = UOp(UOps.LOAD, ldt, (buf, idx, valid, UOp.const(ldt, 0)))
     return _bf16_to_float(ld) if ldt.scalar() != op.arg.dtype else ld
+
+  def _lane_stride(self, lanes: list[tuple[Node, Node]]) -> int | None:
+    """s where lane k's index is lane 0's + k * s for a number s, and every lane has lane 0's validity; else None."""
+    base, valid = lanes[0]
+    step = lanes[1][0] - base
+    if not isinstance(step, NumNode) or any(v != valid or (i - base) != k * step.b for k, (i, v) in enumerate(lanes)):
+      return None
+    return step.b  # type: ignore[no-any-return]
+
+  def _vector_iota(self, op: LazyOp, lane0: tuple[Node, Node], stride: int) -> UOp:
+    """The positions an IOTA's lanes read, lane 0's + k * stride: one broadcast and one vector add, where each lane
+    computed its own index (a one-hot compare in a loop unrolled by 8 did 8 index computations per step)."""
+    dt = self.vdt(op.arg.dtype)
+    steps = UOp(UOps.VECTORIZE, dt.vec(self.lanes), tuple(UOp.const(dt, k * stride) for k in range(self.lanes)))
+    out = self._uop(lane0[0]).cast(dt).broadcast(self.lanes).alu(BinaryOps.ADD, steps)
+    valid = self._uop(lane0[1]).cast(dtypes.bool)
+    if valid.op is UOps.CONST and valid.arg:
+      return out
+    return valid.broadcast(self.lanes).alu(TernaryOps.WHERE, out, UOp.const(dt.vec(self.lanes), 0))
 
   def _const_val(self, op: LazyOp) -> ConstType:
     """A CONST's value; an emulated bfloat16 one is held in a float32, so it is rounded to bfloat16 here, or the float32
@@ -719,7 +740,7 @@ class Lowerer:
     return out
 
   def _lower_uncached(self, op: LazyOp, idxs: list[Node]) -> UOp:
-    if op.op is BufferOps.LOAD or op.op is BufferOps.CONST:
+    if op.op is BufferOps.LOAD or op.op is BufferOps.CONST or op.op is BufferOps.IOTA:
       nidx, nvalid, lanes = self._lane_exprs(op.arg.st, idxs)
       if lanes is None:  # the same element in every lane: a scalar
         return self._load(op, nidx, nvalid)
@@ -727,6 +748,8 @@ class Lowerer:
         return self._load(op, *lanes[0], lanes=self.lanes)
       if op.op is BufferOps.LOAD and self.renderer.masked_vector_loads and self._consecutive(lanes, self._element(op.arg)):
         return self._masked_load(op, lanes)
+      if op.op is BufferOps.IOTA and (stride := self._lane_stride(lanes)) is not None:
+        return self._vector_iota(op, lanes[0], stride)
       return UOp(UOps.VECTORIZE, self.vdt(op.arg.dtype).vec(self.lanes), tuple(self._load(op, i, v) for i, v in lanes))
     if isinstance(op.op, ReduceOps):
       if self.tc is not None:

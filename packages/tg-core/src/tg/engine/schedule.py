@@ -20,6 +20,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from tg.device import Buffer
+from tg.dtype import dtypes
 from tg.engine import graphviz, memory, packing, pending, schedule_cache
 from tg.helpers import prod
 from tg.interrupts import hold_sigint
@@ -43,6 +44,9 @@ class ScheduleItem:
   @property
   def inputs(self) -> tuple[Buffer, ...]:
     return self.bufs[1:]
+
+
+_NO_DATA = (MetaOps.CONST, MetaOps.IOTA)  # bases a kernel computes where it reads them: never a buffer of their own unless asked
 
 
 def _expands(st: ShapeTracker) -> bool:
@@ -95,10 +99,10 @@ def _visit(x: LazyBuffer, realize: dict[LazyBuffer, None], visited: set[LazyBuff
   b = x.base
   if b.realized is not None:
     return
-  if x is not b and b.op is not MetaOps.CONST:
+  if x is not b and b.op not in _NO_DATA:
     if any(v.mask is not None for v in x.st.views):
       realize[b] = None  # unsafe pad: see module docstring
-    elif _expands(x.st) and not _cast_of_loaded(b):
+    elif _expands(x.st) and not _cast_of_loaded(b) and not _index_math(b):
       realize[b] = None  # read through a broadcast: computing it inline would repeat the work per copy
   if b in visited:
     return
@@ -117,7 +121,39 @@ def _cast_of_loaded(b: LazyBuffer) -> bool:
   buffer of their own would (a half matmul's operands, cast to float32 for its products, were copied out whole first)."""
   while b.op in (UnaryOps.CAST, UnaryOps.BITCAST):
     b = b.srcs[0].base
-  return b.realized is not None or b.op in (MetaOps.CONST, MetaOps.EMPTY)
+  return b.realized is not None or b.op in (MetaOps.CONST, MetaOps.IOTA, MetaOps.EMPTY)
+
+
+MAX_INDEX_MATH = 24  # nodes: an arange and a compare with it are 5-10; a hash (Tensor.rand's) is far more
+# Elements from which such a value is computed again rather than stored. Below it, storing is faster: an Embedding of
+# 1000 x 64 over 512 tokens, its (512 x 1000) mask computed in the sum's loop, took 13.6 ms against 7.9 stored (the
+# arange's two parts loaded and combined per element); a causal mask of 256 x 256 under 12 heads 11.9 against 10.1.
+# From 4M elements the memory is what matters (and the sum over the mask costs 3+ ops per element anyway): 50257 x 128
+# (6.4M) measured the same either way.
+INDEX_MATH_MIN_SIZE = 1 << 22
+
+
+def _index_math(b: LazyBuffer) -> bool:
+  """Whether b is a little integer arithmetic (ints and bools only, at most MAX_INDEX_MATH elementwise nodes) over
+  positions and constants only, or over buffers too when it is large (INDEX_MATH_MIN_SIZE elements): an arange with a
+  step, a causal mask, a tensor index's one-hot mask. Read through a broadcast, such a value is computed again in
+  each copy rather than stored: a tensor index's mask over an axis of n elements, stored, was (indices x n) bools, 15
+  GB to index an axis of 2^31 elements; and one computed from positions alone is a kernel of its own saved."""
+  stack, seen, reads = [b], set(), False
+  while stack:
+    n = stack.pop()
+    if n.op in _NO_DATA or id(n) in seen:
+      continue
+    if n.realized is not None or isinstance(n.op, ReduceOps):  # (a reduction gets a buffer of its own whatever this says)
+      reads = True
+      continue
+    if not isinstance(n.op, (UnaryOps, BinaryOps, TernaryOps)) or not (n.dtype is dtypes.bool or dtypes.is_int(n.dtype)):
+      return False
+    seen.add(id(n))
+    if len(seen) > MAX_INDEX_MATH:
+      return False
+    stack.extend(s.base for s in n.srcs)
+  return not reads or (isinstance(b.size, int) and b.size >= INDEX_MATH_MIN_SIZE)
 
 
 def _place(b: LazyBuffer, seen: set[LazyBuffer], realize: dict[LazyBuffer, None], order: dict[LazyBuffer, None]) -> None:
@@ -228,7 +264,7 @@ def _nest_reductions(realize: dict[LazyBuffer, None], fused: dict[LazyBuffer, La
         continue
       seen.add(id(x))
       b = x.base
-      if b.realized is not None or b.op is MetaOps.CONST:
+      if b.realized is not None or b.op in _NO_DATA:
         continue
       if b in realize:
         reduce = b if isinstance(b.op, ReduceOps) else fused.get(b)
@@ -351,7 +387,7 @@ def _inlined_reads(value: LazyBuffer, owner: LazyBuffer, realize: dict[LazyBuffe
     seen.add((id(x), in_order))
     b = x.base
     here = in_order and (x is b or (x.st.contiguous and x.shape == b.shape))
-    if b.op is MetaOps.CONST and b.realized is None:
+    if b.op in _NO_DATA and b.realized is None:
       continue
     if b.realized is not None or b in realize:
       if written is not None and not here and b.buffer in written:
@@ -502,6 +538,8 @@ class _KernelBuilder:
       ret = self.load(b, st)
     elif b.op is MetaOps.CONST:
       ret = LazyOp(BufferOps.CONST, (), ConstBuffer(b.arg, b.dtype, self.unbound(st)))
+    elif b.op is MetaOps.IOTA:
+      ret = LazyOp(BufferOps.IOTA, (), ConstBuffer(0, b.dtype, self.unbound(st)))
     elif b.op in (MetaOps.CONTIGUOUS, MetaOps.ASSIGN):
       ret = self.value(b.srcs[0], st)
     elif isinstance(b.op, ReduceOps):
