@@ -346,6 +346,21 @@ def test_setitem_of_a_value_that_requires_grad_passes_its_gradient():
   np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), **F32)
 
 
+@pytest.mark.parametrize("kind", ["list", "tensor"])
+def test_setitem_with_a_repeated_index_keeps_the_last_value(kind):
+  # numpy, torch on CPU and tinygrad write the last of the values for one position; tg added them up
+  for shape, idx, value in [((3,), [1, 1, 1], [5.0, 6.0, 7.0]), ((3, 2), [0, 2, 0], [[1.0, 1.0], [3.0, 3.0], [2.0, 2.0]]),
+                            ((4,), [3, -1, 0], [1.5, -2.5, 4.0])]:
+    ref = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) + 10
+    t = Tensor(ref.copy())
+    t[idx if kind == "list" else Tensor(idx)] = Tensor(value)
+    ref[idx] = value
+    np.testing.assert_array_equal(t.numpy(), ref)
+  t = Tensor([10.0, 20.0, 30.0])
+  t[[1, 1]] = 7.0  # one scalar written twice is written once
+  assert t.tolist() == [10.0, 7.0, 30.0]
+
+
 # ---------- gather ----------
 
 
@@ -374,6 +389,9 @@ def test_gather_errors():
     x.gather(1, Tensor.zeros(4, 2, dtype=dtypes.int32))
   with pytest.raises(IndexError):
     x.gather(2, Tensor.zeros(3, 2, dtype=dtypes.int32))
+  for bad in (Tensor([[1.7], [2.2], [0.0]]), Tensor([[True], [False], [True]])):  # torch: "Expected dtype int64 for index"
+    with pytest.raises(TypeError, match="integer"):
+      x.gather(1, bad)
 
 
 # ---------- masked_fill ----------

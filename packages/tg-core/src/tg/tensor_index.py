@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import tg.divcheck as divcheck
 from tg.dtype import DType, dtypes
-from tg.errors import IndexOutOfRangeError, IndexShapeError, ShapeError
+from tg.errors import DTypeError, IndexOutOfRangeError, IndexShapeError, ShapeError
 from tg.lazy import LazyBuffer
 from tg.shape.symbolic import Node, sint
 
@@ -285,7 +285,7 @@ class IndexingMixin:
     realized and the value written through that view in place, at once, by one kernel (what else holds the buffer sees
     it, and a TinyJit captures the write). Other selections (tensors and lists of indices, or a tensor with no buffer
     of its own to write, such as a broadcast constant) are found by indexing a tensor of element positions the same
-    way, then scattered with one-hot masks into a new value; where a position is selected twice the values add up."""
+    way, then scattered with one-hot masks into a new value; where a position is selected twice the last value is written."""
     from tg.tensor import Tensor, _concrete
     if self.requires_grad and self._ctx is None and not Tensor.no_grad:
       # NotImplementedError, tinygrad's class here, is a RuntimeError, torch's
@@ -304,16 +304,21 @@ class IndexingMixin:
     while v.ndim > positions.ndim and v.shape[0] == 1:  # extra leading size-1 axes broadcast away, as numpy
       v = v.reshape(v.shape[1:])
     v = v.cast(self.dtype)._broadcast_to(positions.shape).flatten()
+    k = v.shape[0]
     hot = positions.flatten().reshape(-1, 1) == Tensor.arange(n, device=self.device).reshape(1, n)
-    selected = hot.any(0)
+    # a position selected more than once gets the last of its values, as numpy, torch on CPU and tinygrad: the number
+    # (from 1) of the last value for each position, 0 where none is
+    last = hot.where(Tensor.arange(1, k + 1, device=self.device).reshape(k, 1), 0).max(0)
     zero = 0.0 if dtypes.is_float(self.dtype) else 0
-    written = hot.where(v.reshape(-1, 1), zero).sum(0).cast(self.dtype)
-    self.assign(selected.where(written, self.flatten()).reshape(self.shape).cast(self.dtype).contiguous()).realize()  # at once, as tinygrad
+    written = (hot & (Tensor.arange(1, k + 1, device=self.device).reshape(k, 1) == last.reshape(1, n))).where(v.reshape(-1, 1), zero).sum(0)
+    self.assign((last > 0).where(written.cast(self.dtype), self.flatten()).reshape(self.shape).contiguous()).realize()  # at once, as tinygrad
 
   def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:  # type: ignore[misc]
     """out[i][j] = self[index[i][j]][j] for dim=0 (torch.gather): index has self's number of axes."""
     from tg.tensor import Tensor, _concrete
     d = self._resolve_axis(dim)
+    if not dtypes.is_int(index.dtype):  # a float index matched no position and gathered zeros
+      raise DTypeError(f"gather: index must be an integer tensor, got {index.dtype}")
     if index.ndim != self.ndim:
       raise ShapeError(f"gather: index has {index.ndim} axes, the tensor {self.ndim}")
     if any(_concrete(i) > _concrete(s) for k, (i, s) in enumerate(zip(index.shape, self.shape)) if k != d):

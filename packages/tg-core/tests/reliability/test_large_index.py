@@ -19,13 +19,17 @@ def _has_int64() -> bool:
 
 
 def _skip_slow() -> None:
+  _skip_interpreted()
+  if not _has_int64():
+    pytest.skip(f"{Device.DEFAULT} has no int64 in kernels: see test_no_int64_device_refuses_big_kernels")
+
+
+def _skip_interpreted() -> None:
   if Device.DEFAULT == "PYTHON":
     pytest.skip("the PYTHON interpreter runs 2^31 iterations for hours")
   if (flag := MOCK_FLAGS.get(Device.DEFAULT.split(":")[0])) and os.environ.get(flag) == "1":
     pytest.skip(f"{flag} runs each of 2^31 threads as an unoptimized CPU call: minutes (each renderer's 64-bit index math is "
                 "run by test_int64_index_math_is_right_on_small_kernels)")
-  if not _has_int64():
-    pytest.skip(f"{Device.DEFAULT} has no int64 in kernels: see test_no_int64_device_refuses_big_kernels")
 
 
 def _sources(t: Tensor) -> list[str]:
@@ -148,6 +152,7 @@ def test_index_tensors_allocate_nothing_the_size_of_the_axis(how: str) -> None:
   element of an axis of 2^31. They are integer arithmetic cheaper to compute again than to store, so the kernel that
   sums over the mask computes them."""
   from tg.helpers import GlobalCounters
+  _skip_interpreted()  # (tens of millions of compares)
   n = 1 << 22
   x = Tensor([[1.5]]).expand(4, n)  # no buffer of n elements
   i0, i1 = Tensor([1, 2, 3]).realize(), Tensor([5, n - 1, 7]).realize()
