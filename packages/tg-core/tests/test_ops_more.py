@@ -744,6 +744,17 @@ def test_sdpa_float_mask(shapes):
                  lambda q, k, v: q.scaled_dot_product_attention(k, v, attn_mask=Tensor(mask)), atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+def test_sdpa_fully_masked_row(kind):
+  # a query that may see no key: torch gives a row of zeros (and zero gradients from it), not the NaN of softmax(-inf...)
+  mask = _cond((3, 5), seed=13)
+  mask[[0, 2], 0] = True
+  mask[1] = False
+  m = mask if kind == "bool" else np.where(mask, 0.0, -np.inf).astype(np.float32)
+  helper_test_op([(2, 3, 4), (2, 5, 4), (2, 5, 3)], lambda q, k, v: TF.scaled_dot_product_attention(q, k, v, attn_mask=torch.tensor(m)),
+                 lambda q, k, v: q.scaled_dot_product_attention(k, v, attn_mask=Tensor(m)), atol=1e-5, rtol=1e-4)
+
+
 def test_sdpa_causal():
   helper_test_op([(1, 2, 5, 4), (1, 2, 5, 4), (1, 2, 5, 3)], lambda q, k, v: TF.scaled_dot_product_attention(q, k, v, is_causal=True),
                  lambda q, k, v: q.scaled_dot_product_attention(k, v, is_causal=True), atol=1e-5, rtol=1e-4)

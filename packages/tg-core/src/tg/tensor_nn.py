@@ -208,9 +208,15 @@ class NNMixin:
       n, m = _concrete(self.shape[-2]), _concrete(key.shape[-2])
       keep = Tensor.ones(n, m, dtype=dtypes.bool, device=self.device).tril(0)  # aligned top-left, as torch
       scores = keep.where(scores, -math.inf)
-    if attn_mask is not None:
+    if attn_mask is None:
+      weights = scores.softmax(-1)  # every query sees a key (is_causal keeps the first)
+    else:
       scores = attn_mask.where(scores, -math.inf) if attn_mask.dtype == dtypes.bool else scores + attn_mask
-    return scores.softmax(-1).dropout(dropout_p) @ value
+      # a query that sees no key (its row all -inf) attends to nothing: zeros, as torch, not softmax's NaN (-inf - -inf).
+      # Its scores are replaced before the softmax too, or the NaN would come back in the gradient (0 * NaN)
+      blind = scores.detach().max(-1, keepdim=True) == -math.inf
+      weights = blind.where(0.0, blind.where(0.0, scores).softmax(-1))
+    return weights.dropout(dropout_p) @ value
 
   # ---------- losses ----------
   def one_hot(self: Tensor, num_classes: int) -> Tensor:  # type: ignore[misc]
