@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from tg import Tensor
+from tg import Tensor, dtypes
+from tg.errors import DTypeError, GradientError
 
 ATOL, RTOL = 1e-5, 1e-4
 
@@ -224,3 +225,41 @@ def test_intermediate_without_requires_grad(torch):
   (gx * gc + gc).sum().backward()
   _close(gx.grad, tx.grad)
   assert gc.grad is None
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "uint8", "bool"])
+def test_only_floats_can_require_grad(torch, dtype):
+  # torch raises RuntimeError; tg accepted it and backward gave gradients truncated to the tensor's dtype (0.5 -> 0)
+  vals = np.array([1, 0, 1]).astype(dtype)
+  with pytest.raises(RuntimeError, match="floating point"):
+    torch.tensor(vals, requires_grad=True)
+  with pytest.raises(DTypeError, match="floating point"):
+    Tensor(vals, requires_grad=True)
+  with pytest.raises(RuntimeError, match="floating point"):  # DTypeError is torch's RuntimeError too
+    Tensor.zeros(3, dtype=dtype, requires_grad=True)
+  t = Tensor(vals)
+  with pytest.raises(DTypeError, match="floating point"):
+    t.requires_grad = True
+  t.requires_grad = False  # saying it doesn't is fine, and the default (None) stays as tinygrad's
+  assert Tensor(vals).requires_grad is None and Tensor(vals, requires_grad=False).requires_grad is False
+
+
+def test_half_floats_can_require_grad():
+  x = Tensor([1.0, 2.0], dtype=dtypes.float16, requires_grad=True)
+  (x * x).sum().backward()
+  np.testing.assert_array_equal(x.grad.numpy(), [2.0, 4.0])
+
+
+def test_cast_to_int_leaves_the_graph(torch):
+  # an integer result doesn't require grad, as torch's: gradients through it came back truncated (here to 0)
+  xs = _rand(3)
+  tx, gx = _pair(torch, xs)
+  assert not tx.int().requires_grad and not gx.cast(dtypes.int32).requires_grad
+  with pytest.raises(RuntimeError):
+    (tx.int() * 0.5).sum().backward()
+  with pytest.raises(GradientError):
+    (gx.cast(dtypes.int32) * 0.5).sum().backward()
+  (tx * 2 + tx.int()).sum().backward()
+  (gx * 2 + gx.cast(dtypes.int32)).sum().backward()
+  _close(gx.grad, tx.grad)
+

@@ -196,7 +196,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   # numpy's operators step aside for a Tensor (`np.float64(2) * t` calls t.__rmul__, not numpy's elementwise loop)
   __array_ufunc__ = None
 
-  __slots__ = ("_ctx", "grad", "lazydata", "requires_grad")
+  __slots__ = ("_ctx", "_requires_grad", "grad", "lazydata")
   # `Tensor.training` and `Tensor.no_grad` are switches held by the metaclass (see _Switch)
   training: ClassVar[_Switch]
   no_grad: ClassVar[_Switch]
@@ -207,10 +207,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
                requires_grad: bool | None = None) -> None:
     dtype = to_dtype(dtype) if dtype is not None else None
     self.grad: Tensor | None = None
-    self.requires_grad: bool | None = requires_grad
     self._ctx: F.Function | None = None
     if isinstance(device, (tuple, list)) or isinstance(data, MultiLazyBuffer):
       self.lazydata: LazyBuffer | MultiLazyBuffer = _multi_data(data, device, dtype)
+      self.requires_grad = requires_grad  # (after the data: the dtype decides whether it may)
       return
     # a LazyBuffer stays where it is unless a device is asked for; other data goes to the default device
     device = data.device if device is None and isinstance(data, LazyBuffer) else Device.canonicalize(device)
@@ -228,6 +228,20 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     else:
       raise TypeError(f"can't make a Tensor from {type(data).__name__}: use a number, list, bytes or numpy array")
     self.lazydata = lb if lb.device == device else lb.copy_to_device(device)
+    self.requires_grad = requires_grad
+
+  @property
+  def requires_grad(self) -> bool | None:
+    """Whether backward() computes a gradient for this tensor: True, False, or None (not said, as tinygrad: no
+    gradient, but an optimizer given it makes it True)."""
+    return self._requires_grad
+
+  @requires_grad.setter
+  def requires_grad(self, value: bool | None) -> None:
+    # as torch: an integer tensor's gradient would be truncated to integers (0.5 became 0), so it can't ask for one
+    if value and not dtypes.is_float(self.dtype):
+      raise DTypeError(f"only Tensors of floating point dtype can require gradients, not {self.dtype.name}: cast it to a float first")
+    self._requires_grad = value
 
   @staticmethod
   def train(mode: bool = True) -> _SwitchContext:
@@ -980,7 +994,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       c = Tensor.__new__(Tensor)  # (what Tensor(lb) makes, without its checks: this runs for every op with a scalar)
       lb = x.lazydata
       c.lazydata = LazyBuffer.operand(y, lb.shape, dt, lb.device) if type(lb) is LazyBuffer else lb.const(y)
-      c.requires_grad, c.grad, c._ctx = None, None, None
+      c._requires_grad, c.grad, c._ctx = None, None, None
       return (c, x) if reverse else (x, c)
     if y.device != x.device:
       raise RuntimeError(f"tensors are on different devices: {x.device} and {y.device}; move one with .to()")
