@@ -163,9 +163,10 @@ class Embedding:
     self.weight = Tensor.glorot_uniform(vocab_size, embed_size)
 
   def __call__(self, idx: Tensor) -> Tensor:
-    if dtypes.is_float(idx.dtype):
+    if dtypes.is_float(idx.dtype) or idx.dtype == dtypes.bool:
       raise TypeError(f"Embedding needs integer indices, not {idx.dtype}")
-    return self.weight[idx]
+    # weight[idx], but an index must be in [0, vocab_size) as torch's: a negative one raises (weight[-1] is the last row)
+    return self.weight._index_with_tensors([(0, idx)], [0], "Embedding")
 
 
 class Dropout:
