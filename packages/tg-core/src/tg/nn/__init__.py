@@ -87,11 +87,13 @@ class BatchNorm:
   def __call__(self, x: Tensor) -> Tensor:
     axes = tuple(a for a in range(x.ndim) if a != 1)
     if Tensor.training:
+      n = prod(x.shape[a] for a in axes)
+      if isinstance(n, int) and n == 1:  # as torch: one value's variance is 0, normalizing it leaves only the bias
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size {x.shape}")
       mean = x.mean(axes)
       centered = x - mean.reshape((1, -1) + (1,) * (x.ndim - 2))
       var = (centered * centered).mean(axes)
       if self.track_running_stats:
-        n = prod(x.shape[a] for a in axes)
         unbiased = var.detach() * (n / max(n - 1, 1))
         self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean.detach())
         self.running_var.assign((1 - self.momentum) * self.running_var + self.momentum * unbiased)
