@@ -653,6 +653,15 @@ def test_max_pool2d_all_negative_with_padding():
                  vals=[_no_ties((1, 1, 5, 5)) - 3])
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int8, np.uint8])
+def test_max_pool2d_ints_with_padding(dtype):
+  # the padding is the dtype's least value: the result stays integer, as torch's (a -inf padding made it float)
+  if not is_dtype_supported(getattr(dtypes, np.dtype(dtype).name)):
+    pytest.skip(f"no {np.dtype(dtype).name} on this device")
+  x = (_ints((1, 2, 5, 5), 0, 100, seed=3) - (0 if dtype == np.uint8 else 120)).astype(dtype)  # all negative for the signed ones
+  helper_test_op(None, lambda t: TF.max_pool2d(t, 3, stride=2, padding=1), lambda t: t.max_pool2d(3, stride=2, padding=1), vals=[x])
+
+
 @pytest.mark.parametrize("shape,axis", [((3, 8), -1), ((2, 3, 5), -1), ((2, 3, 4), (-2, -1))])
 @pytest.mark.parametrize("eps", [1e-5, 1e-2])
 def test_layernorm(shape, axis, eps):

@@ -153,7 +153,9 @@ class NNMixin:
   def max_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,  # type: ignore[misc]
                  dilation: int = 1, padding: int | Sequence[int] = 0) -> Tensor:
     k = make_pair(kernel_size)
-    x = self.pad2d(NNMixin._conv_padding(padding, len(k)), value=-math.inf)
+    # padded with the dtype's least value, which no window picks over its own: -inf for floats, and an integer tensor
+    # stays integer, as torch's (a -inf padding promoted it to float)
+    x = self.pad2d(NNMixin._conv_padding(padding, len(k)), value=dtypes.min(self.dtype))
     return x._pool(k, stride if stride is not None else k, dilation).max(tuple(range(-len(k), 0)))
 
   def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, ...] = 1,  # type: ignore[misc]
