@@ -246,11 +246,12 @@ class NNMixin:
     target = Y._one_hot_unchecked(n_classes).cast(dtypes.bool) & keep.unsqueeze(-1)
     # picked with where, not multiplied by a 0/1 mask: a -inf log-probability of another class times 0 would be nan
     nll = -target.where(log_probs, 0.0).sum()
+    # the mean over the counted labels: none counted is 0 / 0 = NaN, as torch's cross_entropy and tinygrad's
     if label_smoothing == 0:
-      out = nll / keep.sum().maximum(1)
+      out = nll / keep.sum()
     else:
       smooth = -keep.where(log_probs.mean(-1), 0.0).sum()
-      out = ((1 - label_smoothing) * nll + label_smoothing * smooth) / keep.sum().maximum(1)
+      out = ((1 - label_smoothing) * nll + label_smoothing * smooth) / keep.sum()
     _check_targets([out, target], Y, n_classes, ignore_index, keep)
     return out
 
