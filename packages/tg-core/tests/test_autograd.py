@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from tg import Tensor
+from tg import Tensor, dtypes
+from tg.errors import DTypeError, GradientError
 
 ATOL, RTOL = 1e-5, 1e-4
 
@@ -224,3 +225,126 @@ def test_intermediate_without_requires_grad(torch):
   (gx * gc + gc).sum().backward()
   _close(gx.grad, tx.grad)
   assert gc.grad is None
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "uint8", "bool"])
+def test_only_floats_can_require_grad(torch, dtype):
+  # torch raises RuntimeError; tg accepted it and backward gave gradients truncated to the tensor's dtype (0.5 -> 0)
+  vals = np.array([1, 0, 1]).astype(dtype)
+  with pytest.raises(RuntimeError, match="floating point"):
+    torch.tensor(vals, requires_grad=True)
+  with pytest.raises(DTypeError, match="floating point"):
+    Tensor(vals, requires_grad=True)
+  with pytest.raises(RuntimeError, match="floating point"):  # DTypeError is torch's RuntimeError too
+    Tensor.zeros(3, dtype=dtype, requires_grad=True)
+  t = Tensor(vals)
+  with pytest.raises(DTypeError, match="floating point"):
+    t.requires_grad = True
+  t.requires_grad = False  # saying it doesn't is fine, and the default (None) stays as tinygrad's
+  assert Tensor(vals).requires_grad is None and Tensor(vals, requires_grad=False).requires_grad is False
+
+
+def test_half_floats_can_require_grad():
+  x = Tensor([1.0, 2.0], dtype=dtypes.float16, requires_grad=True)
+  (x * x).sum().backward()
+  np.testing.assert_array_equal(x.grad.numpy(), [2.0, 4.0])
+
+
+def test_cast_to_int_leaves_the_graph(torch):
+  # an integer result doesn't require grad, as torch's: gradients through it came back truncated (here to 0)
+  xs = _rand(3)
+  tx, gx = _pair(torch, xs)
+  assert not tx.int().requires_grad and not gx.cast(dtypes.int32).requires_grad
+  with pytest.raises(RuntimeError):
+    (tx.int() * 0.5).sum().backward()
+  with pytest.raises(GradientError):
+    (gx.cast(dtypes.int32) * 0.5).sum().backward()
+  (tx * 2 + tx.int()).sum().backward()
+  (gx * 2 + gx.cast(dtypes.int32)).sum().backward()
+  _close(gx.grad, tx.grad)
+
+
+def test_second_backward_through_a_released_graph_raises(torch):
+  # torch frees what the ops saved for the gradient at the first backward and raises at the second; tg returned at
+  # once and left every gradient as it was, so a second loss sharing the graph silently added nothing
+  xs = _rand(3)
+  tx, gx = _pair(torch, xs)
+  tl, gl = (tx * tx).sum(), (gx * gx).sum()
+  tl.backward()
+  gl.backward()
+  with pytest.raises(RuntimeError, match="second time"):
+    tl.backward()
+  with pytest.raises(GradientError, match="second time"):
+    gl.backward()
+  _close(gx.grad, tx.grad)  # the refused backward changed nothing
+  ty, gy = tx * tx, gx * gx
+  ty.sum().backward()
+  gy.sum().backward()
+  with pytest.raises(RuntimeError, match="second time"):
+    (ty * 2).sum().backward()
+  with pytest.raises(GradientError, match="second time"):
+    (gy * 2).sum().backward()
+  _close(gx.grad, tx.grad)
+
+
+def test_retain_graph_backward_twice_accumulates(torch):
+  # with retain_graph=True the graph stays and a second backward adds the same gradients again, as torch's; an
+  # intermediate's .grad from the first call must not count again in the second
+  xs = _rand(3, 4)
+  tx, gx = _pair(torch, xs)
+  ty, gy = tx * tx, gx * gx
+  tl, gl = (ty * ty + ty.exp()).sum(), (gy * gy + gy.exp()).sum()
+  tl.backward(retain_graph=True)
+  gl.backward(retain_graph=True)
+  _close(gx.grad, tx.grad)
+  tl.backward(retain_graph=True)
+  gl.backward(retain_graph=True)
+  _close(gx.grad, tx.grad)
+  (ty * 3).sum().backward()  # another loss through the kept graph (this one releases it)
+  (gy * 3).sum().backward()
+  _close(gx.grad, tx.grad)
+
+
+def test_backward_of_a_leaf_accumulates(torch):
+  xs, gs = _rand(3), _rand(3, seed=1)
+  tx, gx = _pair(torch, xs)
+  for _ in range(2):
+    tx.backward(torch.tensor(gs))
+    gx.backward(Tensor(gs))
+  _close(gx.grad, tx.grad)
+
+
+def test_assign_after_backward_makes_a_new_leaf(torch):
+  # a value assigned to a tensor whose graph a backward released doesn't come from that graph: the tensor trains on as
+  # a leaf (an optimizer's step on a parameter made by an op, t.contiguous(), as tinygrad programs do; torch raises)
+  xs = _rand(3)
+  tx, gx = _pair(torch, xs)
+  gy = gx * 2
+  gy.sum().backward()
+  tx.sum().backward(torch.tensor(2.0))
+  gy.assign(Tensor.ones(3))
+  (gy * gx).sum().backward()
+  (torch.ones(3) * tx).sum().backward()
+  _close(gx.grad, tx.grad)
+  gz = gx * 3
+  gz.sum().backward()
+  gz += 1  # an in-place op records the old value, whose graph is released: backward through it can't be computed
+  with pytest.raises(GradientError, match="second time"):
+    gz.sum().backward()
+
+
+def test_non_leaf_parameter_trains_over_steps(torch):
+  from tg.nn.optim import SGD
+  xs = _rand(3)
+  w = Tensor(xs, requires_grad=True).contiguous().realize()  # an op's result, not a leaf
+  tw = torch.tensor(xs, requires_grad=True)
+  opt, topt = SGD([w], lr=0.1), torch.optim.SGD([tw], lr=0.1)
+  with Tensor.train():
+    for _ in range(3):
+      opt.zero_grad()
+      (w * w).sum().backward()
+      opt.step()
+      topt.zero_grad()
+      (tw * tw).sum().backward()
+      topt.step()
+  _close(w, tw)

@@ -653,6 +653,15 @@ def test_max_pool2d_all_negative_with_padding():
                  vals=[_no_ties((1, 1, 5, 5)) - 3])
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int8, np.uint8])
+def test_max_pool2d_ints_with_padding(dtype):
+  # the padding is the dtype's least value: the result stays integer, as torch's (a -inf padding made it float)
+  if not is_dtype_supported(getattr(dtypes, np.dtype(dtype).name)):
+    pytest.skip(f"no {np.dtype(dtype).name} on this device")
+  x = (_ints((1, 2, 5, 5), 0, 100, seed=3) - (0 if dtype == np.uint8 else 120)).astype(dtype)  # all negative for the signed ones
+  helper_test_op(None, lambda t: TF.max_pool2d(t, 3, stride=2, padding=1), lambda t: t.max_pool2d(3, stride=2, padding=1), vals=[x])
+
+
 @pytest.mark.parametrize("shape,axis", [((3, 8), -1), ((2, 3, 5), -1), ((2, 3, 4), (-2, -1))])
 @pytest.mark.parametrize("eps", [1e-5, 1e-2])
 def test_layernorm(shape, axis, eps):
@@ -742,6 +751,17 @@ def test_sdpa_float_mask(shapes):
   mask = _uniform((L, S), seed=12, low=-3, high=1)
   helper_test_op(list(shapes), lambda q, k, v: TF.scaled_dot_product_attention(q, k, v, attn_mask=torch.tensor(mask)),
                  lambda q, k, v: q.scaled_dot_product_attention(k, v, attn_mask=Tensor(mask)), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+def test_sdpa_fully_masked_row(kind):
+  # a query that may see no key: torch gives a row of zeros (and zero gradients from it), not the NaN of softmax(-inf...)
+  mask = _cond((3, 5), seed=13)
+  mask[[0, 2], 0] = True
+  mask[1] = False
+  m = mask if kind == "bool" else np.where(mask, 0.0, -np.inf).astype(np.float32)
+  helper_test_op([(2, 3, 4), (2, 5, 4), (2, 5, 3)], lambda q, k, v: TF.scaled_dot_product_attention(q, k, v, attn_mask=torch.tensor(m)),
+                 lambda q, k, v: q.scaled_dot_product_attention(k, v, attn_mask=Tensor(m)), atol=1e-5, rtol=1e-4)
 
 
 def test_sdpa_causal():

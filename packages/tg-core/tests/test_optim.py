@@ -251,6 +251,13 @@ def test_params_and_buffers():
     SGD([b])
 
 
+def test_integer_tensor_given_as_a_param_is_a_buffer():
+  # an integer tensor can't require grad (as torch): one handed over with the rest (a step counter) stays a buffer
+  w, steps = Tensor([1.0, 2.0]), Tensor([0])
+  opt = SGD([w, steps], lr=0.1)
+  assert steps.requires_grad is None and opt.params == [w] and opt.buffers == [steps]
+
+
 def test_in_place_one_realize_and_no_recompile(monkeypatch):
   """Parameters keep their identity, a step is one realize_all call, and later steps (lr change included) reuse
   the kernels of the first, since lr and the bias-correction powers are buffers rather than constants."""

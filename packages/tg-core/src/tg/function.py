@@ -16,7 +16,8 @@ from tg.multi import MultiLazyBuffer
 from tg.ops import BinaryOps, ReduceOps, TernaryOps, UnaryOps
 from tg.shape.symbolic import sint
 
-_requires_grad, _lazydata = operator.attrgetter("requires_grad"), operator.attrgetter("lazydata")
+# (Tensor._requires_grad: the slot behind Tensor.requires_grad, read without the property's Python frame)
+_requires_grad, _lazydata = operator.attrgetter("_requires_grad"), operator.attrgetter("lazydata")
 _Tensor: Any = None  # tg.tensor.Tensor, set by tensor.py once defined: it imports this module, and an import inside
 # apply (a dict lookup, one would think) cost 1 us of the 20 an eager op takes
 
@@ -48,7 +49,7 @@ class Function:
     ctx = cls(x[0].lazydata.device, *x)
     ret = _Tensor.__new__(_Tensor)
     ret.lazydata = ctx.forward(*map(_lazydata, x), **kwargs)
-    ret.requires_grad, ret.grad = ctx.requires_grad, None
+    ret._requires_grad, ret.grad = ctx.requires_grad, None
     ret._ctx = ctx if ctx.requires_grad and not _Tensor.no_grad else None
     return ret
 
@@ -90,6 +91,8 @@ class Shard(Function):
 class Cast(Function):
   def forward(self, x: LazyBuffer, dtype: DType, bitcast: bool = False) -> LazyBuffer:
     self.input_dtype, self.bitcast = x.dtype, bitcast
+    if not dtypes.is_float(dtype):  # an integer result leaves the graph, as torch's (its gradient would be truncated)
+      self.requires_grad = False
     return x.cast(dtype, bitcast)
 
   def backward(self, grad: LazyBuffer) -> LazyBuffer:

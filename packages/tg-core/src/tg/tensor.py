@@ -196,7 +196,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   # numpy's operators step aside for a Tensor (`np.float64(2) * t` calls t.__rmul__, not numpy's elementwise loop)
   __array_ufunc__ = None
 
-  __slots__ = ("_ctx", "grad", "lazydata", "requires_grad")
+  __slots__ = ("_ctx", "_released", "_requires_grad", "grad", "lazydata")
+  _released: bool  # set by a backward() that freed the graph this tensor's value came from; unset otherwise (read with getattr)
   # `Tensor.training` and `Tensor.no_grad` are switches held by the metaclass (see _Switch)
   training: ClassVar[_Switch]
   no_grad: ClassVar[_Switch]
@@ -207,10 +208,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
                requires_grad: bool | None = None) -> None:
     dtype = to_dtype(dtype) if dtype is not None else None
     self.grad: Tensor | None = None
-    self.requires_grad: bool | None = requires_grad
     self._ctx: F.Function | None = None
     if isinstance(device, (tuple, list)) or isinstance(data, MultiLazyBuffer):
       self.lazydata: LazyBuffer | MultiLazyBuffer = _multi_data(data, device, dtype)
+      self.requires_grad = requires_grad  # (after the data: the dtype decides whether it may)
       return
     # a LazyBuffer stays where it is unless a device is asked for; other data goes to the default device
     device = data.device if device is None and isinstance(data, LazyBuffer) else Device.canonicalize(device)
@@ -228,6 +229,20 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     else:
       raise TypeError(f"can't make a Tensor from {type(data).__name__}: use a number, list, bytes or numpy array")
     self.lazydata = lb if lb.device == device else lb.copy_to_device(device)
+    self.requires_grad = requires_grad
+
+  @property
+  def requires_grad(self) -> bool | None:
+    """Whether backward() computes a gradient for this tensor: True, False, or None (not said, as tinygrad: no
+    gradient, but an optimizer given it makes it True)."""
+    return self._requires_grad
+
+  @requires_grad.setter
+  def requires_grad(self, value: bool | None) -> None:
+    # as torch: an integer tensor's gradient would be truncated to integers (0.5 became 0), so it can't ask for one
+    if value and not dtypes.is_float(self.dtype):
+      raise DTypeError(f"only Tensors of floating point dtype can require gradients, not {self.dtype.name}: cast it to a float first")
+    self._requires_grad = value
 
   @staticmethod
   def train(mode: bool = True) -> _SwitchContext:
@@ -379,6 +394,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       raise NotImplementedError(f"assign into a view of a sharded tensor that cuts or moves its split axis: the view's {lb.shape} is a copy "
                                 "gathered from the devices' parts, so the write can't reach them; write through the tensor itself "
                                 "(`t[indices] = value`), or shard it along an axis the view keeps whole")
+    # a new value, which doesn't come from the graph a backward() released (an optimizer's step on a parameter that is
+    # an op's result, such as t.contiguous(): it trains on as before, a leaf)
+    released, self._released = getattr(self, "_released", False), False
     if isinstance(lb, MultiLazyBuffer) and isinstance(x.lazydata, MultiLazyBuffer) and x._ctx is None:
       if lb.realized:
         self.lazydata = lb.assign(x.lazydata)
@@ -393,6 +411,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       # value moves to a fresh Tensor that x's graph points to, and this one becomes x's node
       old = Tensor(self.lazydata, device=self.device, requires_grad=self.requires_grad)
       old._ctx = self._ctx
+      old._released = released  # (an in-place op on a released tensor: a backward through it still raises)
       for t in x._toposort():
         if t._ctx is not None and any(p is self for p in t._ctx.parents):
           t._ctx.parents = tuple(old if p is self else p for p in t._ctx.parents)
@@ -686,7 +705,12 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
         stack.extend((p, False) for p in t._ctx.parents if id(p) not in seen)
     return order
 
-  def backward(self, gradient: Tensor | None = None) -> Tensor:
+  def backward(self, gradient: Tensor | None = None, retain_graph: bool = False) -> Tensor:
+    """Add the gradient of self (times `gradient`; 1 for a scalar) to the .grad of each tensor in its graph that requires
+    grad. As torch, the graph is released on the way (what its ops saved for the gradient is dropped: a training loop's
+    last loss doesn't hold a step's activations), so a second backward through it raises: one that found nothing to do
+    (tinygrad's) left the gradients silently short. retain_graph=True keeps it, and another backward adds the same
+    gradients again."""
     if gradient is None:
       if self.shape != ():
         raise RuntimeError(f"backward() without a gradient needs a scalar (shape ()), this tensor has shape {self.shape}; "
@@ -698,19 +722,27 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       raise GradientError("this tensor does not require grad and has no graph: set requires_grad=True on an input (comparisons, "
                           "bitwise ops and integer division have no gradient: a result that depends on its inputs only through "
                           "them has none, as in torch)")
-    self.grad = gradient
-    for t0 in reversed(self._toposort()):
-      if t0._ctx is None or t0.grad is None:
+    order = self._toposort()
+    if any(getattr(t, "_released", False) for t in order):  # (before any .grad changes)
+      raise GradientError("Trying to backward through the graph a second time: an earlier backward() released it (what its ops "
+                          "saved for the gradient is freed); give that one retain_graph=True to backward through it again")
+    # this call's gradient of each tensor, apart from .grad: on a retained graph .grad also holds the earlier calls'
+    grads: dict[int, Tensor] = {id(self): gradient}
+    for t0 in reversed(order):
+      if (g0 := grads.pop(id(t0), None)) is None:
         continue
-      grads = t0._ctx.backward(t0.grad.lazydata)
-      grads = [grads] if len(t0._ctx.parents) == 1 else grads
-      for t, g in zip(t0._ctx.parents, grads):
+      t0.grad = g0 if t0.grad is None else (t0.grad + g0)
+      if (ctx := t0._ctx) is None:
+        continue
+      out = ctx.backward(g0.lazydata)
+      for t, g in zip(ctx.parents, [out] if len(ctx.parents) == 1 else out):
         if g is None or not t.requires_grad:
           continue
-        assert g.shape == t.shape, f"gradient shape {g.shape} != {t.shape} in {type(t0._ctx).__name__}"
+        assert g.shape == t.shape, f"gradient shape {g.shape} != {t.shape} in {type(ctx).__name__}"
         gt = Tensor(g, device=t.device, requires_grad=False)
-        t.grad = gt if t.grad is None else (t.grad + gt)
-      t0._ctx = None
+        grads[id(t)] = gt if (prev := grads.get(id(t))) is None else (prev + gt)
+      if not retain_graph:
+        t0._ctx, t0._released = None, True
     return self
 
   # ---------- movement ----------
@@ -961,7 +993,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       c = Tensor.__new__(Tensor)  # (what Tensor(lb) makes, without its checks: this runs for every op with a scalar)
       lb = x.lazydata
       c.lazydata = LazyBuffer.operand(y, lb.shape, dt, lb.device) if type(lb) is LazyBuffer else lb.const(y)
-      c.requires_grad, c.grad, c._ctx = None, None, None
+      c._requires_grad, c.grad, c._ctx = None, None, None
       return (c, x) if reverse else (x, c)
     if y.device != x.device:
       raise RuntimeError(f"tensors are on different devices: {x.device} and {y.device}; move one with .to()")

@@ -239,10 +239,12 @@ class IndexingMixin:
     x = x.reshape(tuple(new_shape))
     return x._index_with_tensors(tensor_axes, dims) if tensor_axes else x
 
-  def _index_with_tensors(self: Tensor, tensor_axes: list[tuple[int, Tensor]], dims: list[int | None]) -> Tensor:  # type: ignore[misc]
+  def _index_with_tensors(self: Tensor, tensor_axes: list[tuple[int, Tensor]], dims: list[int | None],  # type: ignore[misc]
+                          op: str = "") -> Tensor:
     """x[..., I1, ..., Im, ...] for integer tensors at `tensor_axes`, with numpy's placement of the
     broadcast index shape: where the first index was if the indexed axes are adjacent, else in front. Each index
-    tensor with a dim (its axis in the tensor indexed, for the error) gets its range checked."""
+    tensor with a dim (its axis in the tensor indexed, for the error) gets its range checked: [-n, n), or [0, n) for an
+    `op` named (Embedding: torch's takes no negative index, and the error names it)."""
     from tg.tensor import Tensor, _broadcast_shape, _concrete
     axes = [a for a, _ in tensor_axes]
     try:
@@ -256,7 +258,8 @@ class IndexingMixin:
     for k, (a, t) in enumerate(tensor_axes):
       n = _concrete(self.shape[a])
       t = _wide(t, n)
-      t = (t < 0).where(t + n, t)  # negative indices count from the end (out of range ones are __getitem__'s error)
+      if not op:
+        t = (t < 0).where(t + n, t)  # negative indices count from the end (out of range ones are __getitem__'s error)
       pos = _index_dtype(n)  # (int64 past 2**31 elements: int32 wrapped them)
       t = t.cast(pos) if t.dtype != pos else t
       hot_shape = (1,) * (len(bshape) + len(rest)) + tuple(n if j == k else 1 for j in range(len(axes)))
@@ -270,7 +273,7 @@ class IndexingMixin:
     for (a, t), dim in zip(tensor_axes, dims):
       if dim is not None:
         n = _concrete(self.shape[a])
-        _range_guard([out, mask], t, -n, n, _bounds_error(dim, n))
+        _range_guard([out, mask], t, 0 if op else -n, n, _bounds_error(dim, n, op))
     adjacent = axes == list(range(axes[0], axes[0] + len(axes)))
     if adjacent and axes[0] > 0:  # the index shape goes where the indexed axes were
       nb, before = len(bshape), sum(1 for a in rest if a < axes[0])

@@ -272,7 +272,9 @@ class MathMixin:
     value = (yd.isnan() | xd.isnan()).where(math.nan, c + k * _atan_nonneg(r, at_most_1=True))
 
     def partials() -> list[Tensor]:
-      recip = (xd * xd + yd * yd).reciprocal()  # torch's formula: NaN at (0, 0), as torch
+      # torch's formula, and as torch 0 where x*x + y*y is 0 (at the origin, or squares that underflow): not 0 * inf = NaN
+      denom = xd * xd + yd * yd
+      recip = (denom == 0).where(0.0, denom.reciprocal())
       return [xd * recip, -yd * recip]
     return _with_grad(value, [y, x], partials).cast(out_dtype)
 

@@ -153,7 +153,9 @@ class NNMixin:
   def max_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,  # type: ignore[misc]
                  dilation: int = 1, padding: int | Sequence[int] = 0) -> Tensor:
     k = make_pair(kernel_size)
-    x = self.pad2d(NNMixin._conv_padding(padding, len(k)), value=-math.inf)
+    # padded with the dtype's least value, which no window picks over its own: -inf for floats, and an integer tensor
+    # stays integer, as torch's (a -inf padding promoted it to float)
+    x = self.pad2d(NNMixin._conv_padding(padding, len(k)), value=dtypes.min(self.dtype))
     return x._pool(k, stride if stride is not None else k, dilation).max(tuple(range(-len(k), 0)))
 
   def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, ...] = 1,  # type: ignore[misc]
@@ -208,9 +210,15 @@ class NNMixin:
       n, m = _concrete(self.shape[-2]), _concrete(key.shape[-2])
       keep = Tensor.ones(n, m, dtype=dtypes.bool, device=self.device).tril(0)  # aligned top-left, as torch
       scores = keep.where(scores, -math.inf)
-    if attn_mask is not None:
+    if attn_mask is None:
+      weights = scores.softmax(-1)  # every query sees a key (is_causal keeps the first)
+    else:
       scores = attn_mask.where(scores, -math.inf) if attn_mask.dtype == dtypes.bool else scores + attn_mask
-    return scores.softmax(-1).dropout(dropout_p) @ value
+      # a query that sees no key (its row all -inf) attends to nothing: zeros, as torch, not softmax's NaN (-inf - -inf).
+      # Its scores are replaced before the softmax too, or the NaN would come back in the gradient (0 * NaN)
+      blind = scores.detach().max(-1, keepdim=True) == -math.inf
+      weights = blind.where(0.0, blind.where(0.0, scores).softmax(-1))
+    return weights.dropout(dropout_p) @ value
 
   # ---------- losses ----------
   def one_hot(self: Tensor, num_classes: int) -> Tensor:  # type: ignore[misc]
@@ -238,11 +246,12 @@ class NNMixin:
     target = Y._one_hot_unchecked(n_classes).cast(dtypes.bool) & keep.unsqueeze(-1)
     # picked with where, not multiplied by a 0/1 mask: a -inf log-probability of another class times 0 would be nan
     nll = -target.where(log_probs, 0.0).sum()
+    # the mean over the counted labels: none counted is 0 / 0 = NaN, as torch's cross_entropy and tinygrad's
     if label_smoothing == 0:
-      out = nll / keep.sum().maximum(1)
+      out = nll / keep.sum()
     else:
       smooth = -keep.where(log_probs.mean(-1), 0.0).sum()
-      out = ((1 - label_smoothing) * nll + label_smoothing * smooth) / keep.sum().maximum(1)
+      out = ((1 - label_smoothing) * nll + label_smoothing * smooth) / keep.sum()
     _check_targets([out, target], Y, n_classes, ignore_index, keep)
     return out
 

@@ -62,6 +62,12 @@ def test_all_targets_ignored_mean_is_nan_as_torch():
   x = RNG.standard_normal((2, 3)).astype(np.float32)
   t = np.array([-100, -100], np.int64)
   assert np.isnan(Tensor(x).cross_entropy(Tensor(t.astype(np.int32))).item()) and torch.isnan(TF.cross_entropy(torch.tensor(x), torch.tensor(t)))
+  # tinygrad's sparse_categorical_crossentropy too (a mean over no targets: 0 / 0, as tinygrad's; tg gave -0.0)
+  for smoothing in (0.0, 0.1):
+    g = Tensor(x, requires_grad=True)
+    loss = g.sparse_categorical_crossentropy(Tensor([-1, -1]), label_smoothing=smoothing)
+    loss.backward()
+    assert np.isnan(loss.item()) and not np.any(g.grad.numpy())  # the gradient stays 0, as torch's
 
 
 def test_loss_argument_errors():

@@ -111,6 +111,19 @@ def test_atan2_every_quadrant_signed_zeros_and_infinities():
   check(Tensor.atan2, torch.atan2, a, b, rtol=1e-6, grad_rtol=1e-5)
 
 
+def test_atan2_gradient_where_x_and_y_are_zero():
+  # torch's gradient is 0 for both inputs where x*x + y*y is 0 (signed zeros, and squares that underflow), not 0/0
+  y = _arr([0.0, -0.0, 0.0, -0.0, 1e-30, 0.0, 1.0, 0.0])
+  x = _arr([0.0, 0.0, -0.0, -0.0, 1e-30, 1e-30, 0.0, -2.0])
+  gy, gx = Tensor(y, requires_grad=True), Tensor(x, requires_grad=True)
+  gy.atan2(gx).sum().backward()
+  ty, tx = torch.tensor(y, requires_grad=True), torch.tensor(x, requires_grad=True)
+  torch.atan2(ty, tx).sum().backward()
+  for got, ref in ((gy.grad.numpy(), ty.grad.numpy()), (gx.grad.numpy(), tx.grad.numpy())):
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(ref))
+
+
 def test_atan2_ints_and_scalars():
   check(lambda a, b: a.atan2(b), torch.atan2, np.arange(-3, 3, dtype=np.int32), np.array([2, -1, 0, 3, -2, 1], dtype=np.int32))
   check(lambda a: a.atan2(2.0), lambda a: torch.atan2(a, torch.tensor(2.0)), _arr([1.0, -1.0, 0.0]), rtol=3e-7)

@@ -297,6 +297,21 @@ def test_batchnorm_without_tracking_as_tinygrad():
   np.testing.assert_allclose(bn.running_mean.numpy(), [1.0, -1.0])  # not updated
 
 
+@pytest.mark.parametrize("shape", [(1, 3), (1, 3, 1), (1, 3, 1, 1)])
+def test_batchnorm_one_value_per_channel_raises_when_training(shape):
+  """torch refuses to train with one value per channel (its variance is 0: the output would be 0, or the bias); in
+  eval, and with more than one value, it runs."""
+  from tg import nn
+  tbn, bn = torch.nn.BatchNorm1d(3) if len(shape) < 4 else torch.nn.BatchNorm2d(3), nn.BatchNorm(3)
+  with pytest.raises(ValueError, match="more than 1 value per channel"):
+    tbn(torch.ones(shape))
+  with Tensor.train(), pytest.raises(ValueError, match="more than 1 value per channel"):
+    bn(Tensor.ones(*shape))
+  assert bn(Tensor.ones(*shape)).shape == shape  # eval: the running statistics
+  with Tensor.train():
+    assert bn(Tensor.ones(2, *shape[1:])).shape == (2, *shape[1:])
+
+
 # ---------- layers: Dropout, Sequential, ModuleList (MultiheadAttention and LSTM: test_nn_layers_torch.py) ----------
 
 def test_dropout_respects_training():

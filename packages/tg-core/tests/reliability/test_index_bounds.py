@@ -159,6 +159,17 @@ def test_embedding_out_of_range_raises():
   _raises(IndexError, lambda: emb(Tensor([[0, 3]])).numpy(), "index 3 is out of bounds for dimension 0 with size 3")
 
 
+def test_embedding_negative_index_raises():
+  # torch's Embedding takes no negative index (t[idx] does, and tg's Embedding read the last row for -1)
+  with pytest.raises(IndexError):
+    torch.nn.Embedding(3, 2)(torch.tensor([-1]))
+  emb = Embedding(3, 2)
+  _raises(IndexError, lambda: emb(Tensor([[0, -1]])).numpy(), "Embedding", "index -1 is out of bounds for dimension 0 with size 3")
+  emb.weight.requires_grad = True
+  emb(Tensor([2, -3])).sum().backward()  # the gradient alone is checked too
+  _raises(IndexError, emb.weight.grad.numpy, "index -3")
+
+
 def test_gradients_alone_are_checked():
   """A step that realizes only the gradients (loss.backward(); opt.step(), the loss never read) is checked as well:
   the backward pass reads the one-hot mask, which is guarded with the result."""

@@ -87,11 +87,13 @@ class BatchNorm:
   def __call__(self, x: Tensor) -> Tensor:
     axes = tuple(a for a in range(x.ndim) if a != 1)
     if Tensor.training:
+      n = prod(x.shape[a] for a in axes)
+      if isinstance(n, int) and n == 1:  # as torch: one value's variance is 0, normalizing it leaves only the bias
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size {x.shape}")
       mean = x.mean(axes)
       centered = x - mean.reshape((1, -1) + (1,) * (x.ndim - 2))
       var = (centered * centered).mean(axes)
       if self.track_running_stats:
-        n = prod(x.shape[a] for a in axes)
         unbiased = var.detach() * (n / max(n - 1, 1))
         self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean.detach())
         self.running_var.assign((1 - self.momentum) * self.running_var + self.momentum * unbiased)
@@ -163,9 +165,10 @@ class Embedding:
     self.weight = Tensor.glorot_uniform(vocab_size, embed_size)
 
   def __call__(self, idx: Tensor) -> Tensor:
-    if dtypes.is_float(idx.dtype):
+    if dtypes.is_float(idx.dtype) or idx.dtype == dtypes.bool:
       raise TypeError(f"Embedding needs integer indices, not {idx.dtype}")
-    return self.weight[idx]
+    # weight[idx], but an index must be in [0, vocab_size) as torch's: a negative one raises (weight[-1] is the last row)
+    return self.weight._index_with_tensors([(0, idx)], [0], "Embedding")
 
 
 class Dropout:

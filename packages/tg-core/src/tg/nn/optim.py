@@ -49,8 +49,8 @@ class Optimizer:
   """Holds the parameters to train and the learning rate; subclasses say how a step updates them."""
 
   def __init__(self, params: list[Tensor], lr: float) -> None:
-    for p in params:  # parameters handed to an optimizer learn, unless told otherwise
-      if p.requires_grad is None:
+    for p in params:  # parameters handed to an optimizer learn, unless told otherwise (or integers, which can't)
+      if p.requires_grad is None and dtypes.is_float(p.dtype):
         p.requires_grad = True
     self.params: list[Tensor] = _dedup([p for p in params if p.requires_grad])
     if not self.params:
