@@ -368,6 +368,59 @@ def test_argmax_argmin_flat_and_int(fn):
     np.testing.assert_array_equal(getattr(Tensor(vals), fn)(1).numpy(), getattr(torch.tensor(vals), fn)(1).numpy())
 
 
+ZERO_D_DIM_OPS = {
+  "argmax": (lambda x, d: x.argmax(d), None), "argmin": (lambda x, d: x.argmin(d), None),
+  "argmax_keepdim": (lambda x, d: x.argmax(d, keepdim=True), None),
+  "gather": (lambda x, d: x.gather(d, Tensor(0)), lambda x, d: x.gather(d, torch.tensor(0))),
+  "gather_1d_index": (lambda x, d: x.gather(d, Tensor([0, 0])), lambda x, d: x.gather(d, torch.tensor([0, 0]))),
+  "transpose": (lambda x, d: x.transpose(d, 0), None),
+  "sum": (lambda x, d: x.sum(d, keepdim=True), None), "max": (lambda x, d: x.max(d), lambda x, d: x.max(d).values),
+  "min": (lambda x, d: x.min(d), lambda x, d: x.min(d).values), "mean": (lambda x, d: x.mean(d), None),
+  "prod": (lambda x, d: x.prod(d), None), "cumsum": (lambda x, d: x.cumsum(d), None),
+  "softmax": (lambda x, d: x.softmax(d), None), "log_softmax": (lambda x, d: x.log_softmax(d), None),
+  "logsumexp": (lambda x, d: x.logsumexp(d), None), "topk": (lambda x, d: x.topk(1, d)[0], None),
+  "topk_indices": (lambda x, d: x.topk(1, d)[1], None), "sort": (lambda x, d: x.sort(d)[0], lambda x, d: x.sort(d).values),
+}
+
+
+@pytest.mark.parametrize("name", list(ZERO_D_DIM_OPS))
+def test_zero_d_with_dim(name):
+  # a 0-d tensor takes dim 0 and -1 (torch); argmax, argmin, gather and transpose indexed its missing axis (IndexError)
+  tg_fn, torch_fn = ZERO_D_DIM_OPS[name]
+  for d in (0, -1):
+    got, ref = tg_fn(Tensor(3.0), d), (torch_fn or tg_fn)(torch.tensor(3.0), d)
+    assert got.shape == tuple(ref.shape), (d, got.shape, ref.shape)
+    np.testing.assert_array_equal(got.numpy(), ref.numpy())
+  for d in (1, -2):  # out of range: torch's IndexError, tg's AxisError (an IndexError)
+    with pytest.raises(IndexError):
+      (torch_fn or tg_fn)(torch.tensor(3.0), d)
+    with pytest.raises(IndexError, match="out of range"):
+      tg_fn(Tensor(3.0), d)
+
+
+def test_zero_d_gather_index_checks():
+  # a 0-d tensor or index counts as 1-d (torch): a 0-d index into a 1-d tensor, a 1-d index into a 0-d one
+  assert Tensor([1.0, 2.0]).gather(0, Tensor(1)).shape == () and Tensor([1.0, 2.0]).gather(0, Tensor(1)).item() == 2.0
+  with pytest.raises(RuntimeError):
+    torch.tensor(3.0).gather(0, torch.tensor(1))
+  with pytest.raises(IndexError, match="out of bounds"):
+    Tensor(3.0).gather(0, Tensor(1)).numpy()
+  with pytest.raises(RuntimeError):
+    torch.tensor(3.0).gather(0, torch.tensor([[0]]))
+  with pytest.raises(RuntimeError, match="axes"):
+    Tensor(3.0).gather(0, Tensor([[0]]))
+
+
+@pytest.mark.parametrize("op", ["split", "chunk", "cat"])
+def test_zero_d_split_chunk_cat_raise(op):
+  # torch: RuntimeError "split expects at least a 1-dimensional tensor"; tg indexed the missing axis (IndexError)
+  fn = {"split": lambda x: x.split(1, 0), "chunk": lambda x: x.chunk(1, 0), "cat": lambda x: x.cat(x, dim=0)}[op]
+  with pytest.raises(RuntimeError):
+    {"split": lambda x: x.split(1, 0), "chunk": lambda x: x.chunk(1, 0), "cat": lambda x: torch.cat([x, x], 0)}[op](torch.tensor(3.0))
+  with pytest.raises(RuntimeError, match="0-d"):
+    fn(Tensor(3.0))
+
+
 @pytest.mark.parametrize("fn", ["any", "all"])
 @pytest.mark.parametrize("keepdim", [False, True])
 @pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 2)])

@@ -760,6 +760,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def transpose(self, ax1: int = 1, ax2: int = 0) -> Tensor:
     order = list(range(self.ndim))
     a, b = self._resolve_axis(ax1), self._resolve_axis(ax2)
+    if self.ndim == 0:
+      return self  # dims 0 and -1 of a 0-d tensor (torch): nothing to swap
     order[a], order[b] = order[b], order[a]
     return self.permute(order)
 
@@ -881,6 +883,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     """Join along `dim`: each tensor is padded to the full length at its place, and the pads summed."""
     ts = [self, *others]
     d = self._resolve_axis(dim)
+    if any(t.ndim == 0 for t in ts):
+      raise ShapeError(f"cat: a 0-d tensor can't be joined along an axis (shapes {[t.shape for t in ts]}): use stack, or reshape it to (1,)")
     for t in ts:
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
         raise ShapeError(f"cat along axis {d}: shapes {[t.shape for t in ts]} differ outside that axis")
@@ -916,6 +920,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
     """Pieces of `sizes` along `dim` (an int: equal pieces of that size, the last maybe smaller)."""
     d = self._resolve_axis(dim)
+    if self.ndim == 0:
+      raise TgArgumentError("split and chunk take a tensor of at least one dimension, not a 0-d one")
     n = _concrete(self.shape[d])
     if isinstance(sizes, int):
       if sizes <= 0:
@@ -932,7 +938,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     if not isinstance(chunks, int) or chunks < 1:
       raise TgArgumentError(f"chunk needs a number of chunks of at least 1, not {chunks!r}")
-    n = _concrete(self.shape[self._resolve_axis(dim)])
+    d = self._resolve_axis(dim)
+    if self.ndim == 0:
+      raise TgArgumentError("split and chunk take a tensor of at least one dimension, not a 0-d one")
+    n = _concrete(self.shape[d])
     return self.split(max(1, -(-n // chunks)), dim)
 
   # ---------- elementwise ----------
@@ -1477,6 +1486,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       out = self.flatten().argmax(0)
       return out.reshape((1,) * self.ndim) if keepdim else out
     ax = self._resolve_axis(axis)
+    if self.ndim == 0:  # dims 0 and -1 of a 0-d tensor (torch): its one element is at index 0
+      return self.reshape(1).argmax(0)
     n = _concrete(self.shape[ax])
     is_max = self == self.max(ax, keepdim=True)
     if dtypes.is_float(self.dtype):  # a NaN is the max (max() propagates it) and never equals it: torch picks its index
