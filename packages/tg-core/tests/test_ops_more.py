@@ -293,6 +293,17 @@ def test_logsumexp_large_and_neg_inf():
   helper_test_op(None, lambda x: torch.logsumexp(x, 1), lambda x: x.logsumexp(1), vals=vals, forward_only=True, **F32)
 
 
+@pytest.mark.parametrize("shape,axis", [((3, 0), -1), ((3, 0), 0), ((0, 3), -1), ((0,), 0), ((2, 0, 3), 1)])
+def test_softmax_logsumexp_empty(shape, axis):
+  # over an empty axis softmax is empty and logsumexp is log(0) = -inf (torch); tg's stabilizing max raised
+  # "max of an empty axis has no identity"
+  helper_test_op([shape], lambda x: x.softmax(axis), lambda x: x.softmax(axis), **F32)
+  helper_test_op([shape], lambda x: x.log_softmax(axis), lambda x: x.log_softmax(axis), **F32)
+  for keepdim in (False, True):
+    helper_test_op([shape], lambda x: torch.logsumexp(x, axis, keepdim=keepdim), lambda x: x.logsumexp(axis, keepdim=keepdim), **F32)
+  helper_test_op([shape], lambda x: torch.logsumexp(x, tuple(range(len(shape)))), lambda x: x.logsumexp(), **F32)
+
+
 # ---------- reductions ----------
 
 

@@ -57,20 +57,29 @@ class NNMixin:
 
   # ---------- softmax family ----------
   # half floats are computed in float32 and cast back (as torch): a sum of exps or squares passes 65504 easily
+  def _shift_max(self: Tensor, axis: int | Sequence[int] | None) -> Tensor:  # type: ignore[misc]
+    """The max over `axis` (kept), detached, that the softmax family subtracts for stability; 0 over an empty axis,
+    which has no max: softmax of it is empty and logsumexp log(0) = -inf, as torch."""
+    from tg.tensor import Tensor
+    axes = self._reduce_axes(axis)
+    if self.numel() == 0 and any(self.shape[a] == 0 for a in axes):
+      return Tensor.zeros(tuple(1 if i in axes else s for i, s in enumerate(self.shape)), dtype=self.dtype, device=self.device)
+    return self.max(axis, keepdim=True).detach()
+
   def softmax(self: Tensor, axis: int = -1) -> Tensor:  # type: ignore[misc]
     x = self._upcast_half()
-    m = x - x.max(axis, keepdim=True).detach()
+    m = x - x._shift_max(axis)
     e = m.exp()
     return (e / e.sum(axis, keepdim=True)).cast(self._out_float())
 
   def log_softmax(self: Tensor, axis: int = -1) -> Tensor:  # type: ignore[misc]
     x = self._upcast_half()
-    m = x - x.max(axis, keepdim=True).detach()
+    m = x - x._shift_max(axis)
     return (m - m.exp().sum(axis, keepdim=True).log()).cast(self._out_float())
 
   def logsumexp(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:  # type: ignore[misc]
     x = self._upcast_half()
-    m = x.max(axis, keepdim=True).detach()
+    m = x._shift_max(axis)
     m = (m.abs() == math.inf).where(0.0, m)  # all -inf (or inf) rows: don't subtract inf from inf
     out = ((x - m).exp().sum(axis, keepdim=True).log() + m).cast(self._out_float())
     return out if keepdim else out.squeeze_axes(self._reduce_axes(axis))
