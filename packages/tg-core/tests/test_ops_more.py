@@ -73,6 +73,44 @@ def test_clip(lo, hi):
   helper_test_op([(4, 5)], lambda x: x.clip(lo, hi), lambda x: x.clip(lo, hi))
 
 
+def test_clip_tensor_bounds():
+  # tensor bounds (torch, tinygrad 0.9.1): tg compared them in Python ("the truth value of a Tensor is ambiguous").
+  # Values and each input's gradient as torch: bounds crossed (min > max gives max), ties, a bound on the value,
+  # one-sided, broadcast bounds
+  x = np.array([[1.0, 5.0, 2.5, 2.0, 3.0, -1.0], [0.0, 4.0, 2.0, 3.0, 1.5, 7.0]], np.float32)
+  lo = np.array([[2.0, 2.0, 3.0, 2.0, 2.0, -2.0], [2.0, 1.0, 2.0, 2.0, 1.5, 0.0]], np.float32)
+  hi = np.array([[3.0, 3.0, 2.0, 2.0, 3.0, -1.5], [2.0, 4.0, 2.0, 1.0, 1.5, 6.0]], np.float32)
+  helper_test_op(None, lambda a, b, c: a.clamp(b, c), lambda a, b, c: a.clip(b, c), vals=[x, lo, hi], atol=0, grad_atol=0)
+  helper_test_op(None, lambda a, b, c: torch.clamp(a, min=b, max=c), lambda a, b, c: a.clamp(min=b, max=c), vals=[x, lo, hi], atol=0, grad_atol=0)
+  helper_test_op(None, lambda a, b: a.clamp(b), lambda a, b: a.clip(b), vals=[x, lo], atol=0, grad_atol=0)
+  helper_test_op(None, lambda a, c: a.clamp(max=c), lambda a, c: a.clip(None, c), vals=[x, hi], atol=0, grad_atol=0)
+  # a tensor bound with a scalar one (tinygrad takes it; torch wants both tensors or both numbers)
+  helper_test_op(None, lambda a, b: a.clamp(b, torch.tensor(2.5)), lambda a, b: a.clip(b, 2.5), vals=[x, lo], atol=0, grad_atol=0)
+  helper_test_op(None, lambda a, c: a.clamp(torch.tensor(1.5), c), lambda a, c: a.clip(1.5, c), vals=[x, hi], atol=0, grad_atol=0)
+  helper_test_op(None, lambda a, b, c: a.clamp(b, c), lambda a, b, c: a.clip(b, c), vals=[x, lo[:, :1], hi[0, 1]], atol=0, grad_atol=0)
+  # bounds that widen x (torch's backward fails on it, "output with shape [6] doesn't match the broadcast shape")
+  helper_test_op(None, lambda a, b, c: a.clamp(b, c), lambda a, b, c: a.clip(b, c), vals=[x[0], lo[:, :1], hi[0, 1]], atol=0, forward_only=True)
+
+
+def test_clip_tensor_bounds_nan_and_dtypes():
+  nan = math.nan
+  x = np.array([nan, 1.0, 5.0, 2.0], np.float32)
+  lo = np.array([0.0, nan, 2.0, 0.0], np.float32)
+  hi = np.array([3.0, 3.0, nan, 3.0], np.float32)
+  for args in ((lo, hi), (lo, None), (None, hi)):
+    want = torch.clamp(torch.tensor(x), *[None if a is None else torch.tensor(a) for a in args]).numpy()
+    got = Tensor(x).clip(*[None if a is None else Tensor(a) for a in args]).numpy()
+    np.testing.assert_array_equal(got, want)  # a NaN in the input or a bound gives NaN
+  want = torch.clamp(torch.tensor(x), torch.tensor(nan), torch.tensor(hi)).numpy()
+  np.testing.assert_array_equal(Tensor(x).clip(nan, Tensor(hi)).numpy(), want)
+  xi = np.array([1, 5, 3], np.int32)
+  for lo_, hi_ in ((np.array([2, 2, 2], np.int32), np.array([4, 4, 2], np.int32)), (np.array([2.5, 0.5, 1.0], np.float32), None)):
+    want = torch.clamp(torch.tensor(xi), torch.tensor(lo_), None if hi_ is None else torch.tensor(hi_)).numpy()
+    got = Tensor(xi).clamp(Tensor(lo_), None if hi_ is None else Tensor(hi_)).numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("weight", [0.25, 0.0, 1.0, "tensor"])
 def test_lerp(weight):
   if weight == "tensor":

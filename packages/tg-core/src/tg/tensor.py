@@ -1183,11 +1183,14 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       return (b < a).detach().where(b, a)
     return -((-a).maximum(-b))
 
-  def clip(self, min_: Scalar | None = None, max_: Scalar | None = None) -> Tensor:
+  def clip(self, min_: Tensor | Scalar | None = None, max_: Tensor | Scalar | None = None) -> Tensor:
     """Clamp into [min_, max_] (either may be None: no bound); the gradient passes where the input is inside, bounds
-    included. A min above the max gives the max everywhere, with no gradient (as torch and tinygrad)."""
+    included. A min above the max gives the max everywhere, with no gradient (as torch and tinygrad). Tensor bounds
+    broadcast, as torch's and tinygrad's (see _clip_tensors)."""
     if min_ is None and max_ is None:
       raise TgArgumentError("clip needs at least one of min_ and max_")
+    if isinstance(min_, Tensor) or isinstance(max_, Tensor):
+      return self._clip_tensors(min_, max_)
     if any(isinstance(b, float) and b != b for b in (min_, max_)):  # a NaN bound: NaN everywhere, as torch (a compare ignored it)
       return self._zero_grad(Tensor.full(self.shape, math.nan, device=self.device).cast(least_upper_dtype(self.dtype, dtypes.default_float)))
     if min_ is not None and max_ is not None and min_ > max_:
@@ -1195,7 +1198,31 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     ret = self if min_ is None else (self < min_).where(min_, self)
     return ret if max_ is None else (self > max_).where(max_, ret)
 
-  def clamp(self, min: Scalar | None = None, max: Scalar | None = None) -> Tensor:
+  def _clip_tensors(self, min_: Tensor | Scalar | None, max_: Tensor | Scalar | None) -> Tensor:
+    """clip with a tensor bound, elementwise as torch's clamp: min(max(x, lo), hi) over the three broadcast together
+    and promoted to one dtype (a scalar bound takes the dtype it would in x + bound), NaN where any of them is NaN. The
+    gradient is torch's: to x where lo <= x <= hi, to lo where x < lo < hi, to hi where x > hi or hi < lo, and to none
+    where x < lo == hi."""
+    x = self
+    lo = min_ if min_ is None or isinstance(min_, Tensor) else x._broadcasted(min_)[1]
+    hi = max_ if max_ is None or isinstance(max_, Tensor) else x._broadcasted(max_)[1]
+    if lo is not None and hi is not None:
+      out = ((x > hi) | (hi < lo)).where(hi, hi.detach())
+      out = ((x < lo) & (lo < hi)).where(lo, out)
+      out = ((x >= lo) & (x <= hi)).where(x, out)
+    elif lo is not None:
+      out = (x < lo).where(lo, x)
+    else:
+      assert hi is not None
+      out = (x > hi).where(hi, x)
+    if not dtypes.is_float(out.dtype):
+      return out
+    nan = x.isnan()
+    for b in (lo, hi):
+      nan = nan if b is None else nan | b.isnan()
+    return nan.where(math.nan, out)
+
+  def clamp(self, min: Tensor | Scalar | None = None, max: Tensor | Scalar | None = None) -> Tensor:
     """torch's name (and argument names) for clip."""
     return self.clip(min, max)
 
