@@ -540,6 +540,20 @@ def test_cat(shapes, dim):
   helper_test_op(shapes[:2], lambda x, y: torch.cat([x, y], dim) * 2, lambda x, y: x.cat(y, dim=dim) * 2)
 
 
+def test_cat_list_forms():
+  # torch's Tensor.cat([a, b], dim) with a list or tuple (tg: AttributeError 'list' object has no attribute '_resolve_axis');
+  # tinygrad's a.cat(b, dim=) and Tensor.cat(a, b, dim=) keep working
+  shapes = [(2, 1), (2, 3), (2, 2)]
+  helper_test_op(shapes, lambda x, y, z: torch.cat([x, y, z], 1), lambda x, y, z: Tensor.cat([x, y, z], 1))
+  helper_test_op(shapes, lambda x, y, z: torch.cat((x, y, z), dim=-1), lambda x, y, z: Tensor.cat((x, y, z), dim=-1))
+  helper_test_op(shapes[:2], lambda x, y: torch.cat([x, y], 1), lambda x, y: Tensor.cat(x, y, dim=1))
+  helper_test_op([(3,)], lambda x: torch.cat([x]), lambda x: Tensor.cat([x]))
+  with pytest.raises(ValueError, match="at least one"):
+    Tensor.cat([])
+  with pytest.raises(TypeError):
+    Tensor.cat([Tensor.ones(2), np.ones(2)])
+
+
 def test_cat_mixed_dtypes():
   helper_test_op(None, lambda x, y: torch.cat([x, y]), lambda x, y: x.cat(y), vals=[_uniform((2, 3)), _ints((1, 3), -5, 5)])
 

@@ -879,14 +879,32 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     d = self._resolve_axis(dim)
     return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
 
-  def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
-    """Join along `dim`: each tensor is padded to the full length at its place, and the pads summed."""
-    ts = [self, *others]
-    d = self._resolve_axis(dim)
+  @staticmethod
+  def _join_args(name: str, first: Any, args: tuple[Any, ...], dim: int) -> tuple[list[Tensor], int]:
+    """The tensors and dim of cat and stack, called tinygrad's way (`a.cat(b, c, dim=1)`, `Tensor.cat(a, b, dim=1)`)
+    or torch's (`Tensor.cat([a, b], 1)`, a list or tuple and maybe the dim after it)."""
+    if isinstance(first, Tensor):
+      tensors, rest = [first, *args], []
+    else:
+      tensors, rest = list(first), list(args)
+      if len(rest) == 1 and isinstance(rest[0], int) and not isinstance(rest[0], bool):
+        dim, rest = rest[0], []
+    if rest or not all(isinstance(t, Tensor) for t in tensors):
+      raise TypeError(f"{name} takes tensors (a.{name}(b, c, dim=0), Tensor.{name}(a, b, dim=0)) or one list of them (Tensor.{name}([a, b], 0))")
+    if not tensors:
+      raise TgArgumentError(f"{name} needs at least one tensor")
+    return tensors, dim
+
+  def cat(self: Any, *args: Any, dim: int = 0) -> Tensor:
+    """Join along `dim`: each tensor is padded to the full length at its place, and the pads summed. tinygrad's forms
+    `a.cat(b, c, dim=1)` and `Tensor.cat(a, b, dim=1)`, and torch's `Tensor.cat([a, b], 1)` with a list or tuple."""
+    ts, dim = Tensor._join_args("cat", self, args, dim)
+    x = ts[0]
+    d = x._resolve_axis(dim)
     if any(t.ndim == 0 for t in ts):
       raise ShapeError(f"cat: a 0-d tensor can't be joined along an axis (shapes {[t.shape for t in ts]}): use stack, or reshape it to (1,)")
     for t in ts:
-      if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
+      if t.ndim != x.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, x.shape)) if i != d):
         raise ShapeError(f"cat along axis {d}: shapes {[t.shape for t in ts]} differ outside that axis")
     dt = least_upper_dtype(*[t.dtype for t in ts])
     sizes = [t.shape[d] for t in ts]  # symbolic sizes stay symbolic: the result's axis is their sum, as tinygrad's
@@ -894,7 +912,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     out: Tensor | None = None
     start: sint = 0
     for t, n in zip(ts, sizes):
-      piece = t.cast(dt).pad(tuple((start, total - start - n) if i == d else None for i in range(self.ndim)))
+      piece = t.cast(dt).pad(tuple((start, total - start - n) if i == d else None for i in range(x.ndim)))
       out = piece if out is None else out + piece
       start += n
     assert out is not None
@@ -903,16 +921,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def stack(self: Any, *args: Any, dim: int = 0) -> Tensor:
     """Join tensors of one shape along a new axis `dim`. tinygrad's forms `a.stack(b, c, dim=1)` and
     `Tensor.stack(a, b, dim=1)`, and torch's `Tensor.stack([a, b], 1)` with a list or tuple."""
-    if isinstance(self, Tensor):
-      tensors, rest = [self, *args], []
-    else:
-      tensors, rest = list(self), list(args)
-      if len(rest) == 1 and isinstance(rest[0], int) and not isinstance(rest[0], bool):
-        dim, rest = rest[0], []
-    if rest or not all(isinstance(t, Tensor) for t in tensors):
-      raise TypeError("stack takes tensors (a.stack(b, c, dim=0), Tensor.stack(a, b, dim=0)) or one list of them (Tensor.stack([a, b], 0))")
-    if not tensors:
-      raise TgArgumentError("stack needs at least one tensor")
+    tensors, dim = Tensor._join_args("stack", self, args, dim)
     d = tensors[0]._resolve_axis(dim, tensors[0].ndim + 1)
     ts = [t.unsqueeze(d) for t in tensors]
     return ts[0].cat(*ts[1:], dim=d)
