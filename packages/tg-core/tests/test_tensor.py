@@ -307,6 +307,22 @@ def test_item_of_computation():
   assert (Tensor(a) * 2).max().item() == float((a * 2).max())
 
 
+def test_iteration():
+  # rows along the first axis, as torch; a 0-d tensor raises TypeError as torch (tg yielded nothing: list(Tensor(5)) == [])
+  torch = pytest.importorskip("torch")
+  a = np.arange(6, dtype=np.float32).reshape(3, 2)
+  rows = list(Tensor(a))
+  assert [r.shape for r in rows] == [(2,)] * 3
+  np.testing.assert_array_equal(np.stack([r.numpy() for r in rows]), np.stack([r.numpy() for r in torch.tensor(a)]))
+  assert list(Tensor.zeros(0, 2)) == []
+  with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+    iter(torch.tensor(5))
+  with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+    list(Tensor(5))
+  with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+    _first, *_ = Tensor(5.0)
+
+
 # ---------- properties ----------
 
 

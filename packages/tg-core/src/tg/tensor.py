@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import tg.divcheck as divcheck
@@ -256,6 +256,13 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     if not self.shape:
       raise TypeError("len() of a 0-d tensor")
     return _concrete(self.shape[0])
+
+  def __iter__(self) -> Iterator[Tensor]:
+    """The rows along the first axis, as torch. (Without it Python iterates through __getitem__ until an IndexError,
+    which a 0-d tensor raises at once: it iterated as empty, where torch raises TypeError.)"""
+    if not self.shape:
+      raise TypeError("iteration over a 0-d tensor")
+    return (self[i] for i in range(len(self)))
 
   @property
   def device(self) -> str:
