@@ -34,6 +34,22 @@ def _concrete(x: sint) -> int:
   return x if isinstance(x, int) else bound_value(x)
 
 
+def _new_shape(*shape: Any) -> tuple[sint, ...]:
+  """The shape a creation function is given (f(2, 3), f((2, 3)) or f([2, 3])), checked: each size a non-negative int or
+  a symbolic size, as torch refuses a negative one."""
+  shape = argfix(*shape)
+  if not all(isinstance(s, (int, Node)) and not isinstance(s, bool) for s in shape) or any(isinstance(s, int) and s < 0 for s in shape):
+    raise TgArgumentError(f"bad shape {shape}: sizes must be non-negative ints (or symbolic)")
+  return shape
+
+
+def _random_float_dtype(name: str, dtype: DType | str) -> DType:
+  dt = to_dtype(dtype)
+  if not dtypes.is_float(dt):
+    raise DTypeError(f"{name} draws floating point numbers: dtype {dt} is not a floating point dtype (torch: not implemented for it)")
+  return dt
+
+
 def _parts(lbs: Sequence[LazyBuffer | MultiLazyBuffer]) -> list[LazyBuffer]:
   """The LazyBuffers behind several tensors' data (tg.multi.parts of each)."""
   return [x for lb in lbs for x in parts(lb)]
@@ -465,9 +481,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   @_on_devices
   def full(shape: sint | tuple[sint, ...], fill_value: Scalar, **kwargs: Any) -> Tensor:
-    shape = argfix(shape)
-    if not all(isinstance(s, (int, Node)) and not isinstance(s, bool) for s in shape) or any(isinstance(s, int) and s < 0 for s in shape):
-      raise TgArgumentError(f"bad shape {shape}: sizes must be non-negative ints (or symbolic)")
+    shape = _new_shape(shape)
     dtype = to_dtype(kwargs.pop("dtype")) if kwargs.get("dtype") is not None else dtypes.from_py(fill_value)
     kwargs.pop("dtype", None)
     return Tensor(LazyBuffer.full(fill_value, shape, dtype, Device.canonicalize(kwargs.pop("device", None))), **kwargs)
@@ -485,7 +499,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
     if isinstance(device := kwargs.pop("device", None), (tuple, list)):  # uninitialized memory on each device
       return Tensor(MultiLazyBuffer([Tensor.empty(*shape, dtype=dtype, device=d).lazydata for d in device], None), **kwargs)  # type: ignore[misc]
-    lb = LazyBuffer.metaop(MetaOps.EMPTY, argfix(*shape), dtype, Device.canonicalize(device))
+    lb = LazyBuffer.metaop(MetaOps.EMPTY, _new_shape(*shape), dtype, Device.canonicalize(device))
     return Tensor(lb, **kwargs)
 
   @staticmethod
@@ -574,9 +588,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   @_on_devices
   def rand(*shape: Any, **kwargs: Any) -> Tensor:
-    """Uniform in [0, 1)."""
-    shape = argfix(*shape)
-    dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+    """Uniform in [0, 1), in a float dtype (torch has no rand of ints: it raises "not implemented for 'Int'")."""
+    shape = _new_shape(*shape)
+    dtype = _random_float_dtype("rand", kwargs.pop("dtype", dtypes.default_float))
     device = Device.canonicalize(kwargs.pop("device", None))
     bits = Tensor._random_bits(prod(shape), device)
     # as many random bits as the dtype's significand holds, so that the value is exact in it and below 1 (24 bits cast to
@@ -588,9 +602,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   @_on_devices
   def randn(*shape: Any, **kwargs: Any) -> Tensor:
-    """Standard normal, by the Box-Muller transform of two uniforms."""
-    shape = argfix(*shape)
-    dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+    """Standard normal, by the Box-Muller transform of two uniforms; a float dtype, as rand."""
+    shape = _new_shape(*shape)
+    dtype = _random_float_dtype("randn", kwargs.pop("dtype", dtypes.default_float))
     device = Device.canonicalize(kwargs.pop("device", None))
     u = Tensor.rand(2, prod(shape), device=device)
     r = (1 - u[0]).log().mul(-2).sqrt()  # 1 - u is in (0, 1]: log is finite
