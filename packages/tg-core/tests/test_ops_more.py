@@ -695,6 +695,47 @@ def test_conv1d_via_conv2d():
                  lambda x, w, b: x.conv2d(w, b, padding=1, stride=2), atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.filterwarnings("ignore:Using padding='same'")  # torch's note that an even kernel makes it copy the input
+@pytest.mark.parametrize("k,dilation", [((3, 3), 1), ((2, 4), 1), ((3, 2), (2, 1)), ((1, 1), 1), ((4, 3), (1, 2))])
+def test_conv2d_padding_same_valid(k, dilation):
+  # torch's padding strings (tg: TypeError comparing str and int); 'same' pads d*(k-1) per axis, the odd one at the end
+  shapes = [(1, 2, 6, 7), (3, 2, *k), (3,)]
+  for padding in ("same", "valid"):
+    helper_test_op(shapes, lambda x, w, b: TF.conv2d(x, w, b, padding=padding, dilation=dilation),
+                   lambda x, w, b: x.conv2d(w, b, padding=padding, dilation=dilation), atol=1e-4, rtol=1e-4, grad_atol=1e-4)
+  helper_test_op([(2, 3, 9), (4, 3, 4)], lambda x, w: TF.conv1d(x, w, padding="same", dilation=dilation if isinstance(dilation, int) else 2),
+                 lambda x, w: x.conv2d(w, padding="same", dilation=dilation if isinstance(dilation, int) else 2), atol=1e-4, rtol=1e-4)
+
+
+def test_conv2d_padding_string_errors():
+  from tg import nn
+  x, w = Tensor.ones(1, 2, 6, 6), Tensor.ones(4, 2, 3, 3)
+  with pytest.raises(RuntimeError, match="strided"):
+    TF.conv2d(torch.ones(1, 2, 6, 6), torch.ones(4, 2, 3, 3), padding="same", stride=2)
+  with pytest.raises(RuntimeError, match="strided"):
+    x.conv2d(w, padding="same", stride=(1, 2))
+  assert x.conv2d(w, padding="valid", stride=2).shape == (1, 4, 2, 2)
+  with pytest.raises(RuntimeError, match="'full'"):
+    x.conv2d(w, padding="full")
+  with pytest.raises(TypeError):
+    TF.max_pool2d(torch.ones(1, 2, 6, 6), 2, padding="same")
+  with pytest.raises(TypeError, match="convolutions only"):  # its 4 characters were read as 4 paddings
+    x.max_pool2d(2, padding="same")
+  # nn.Conv2d passes it through, and refuses it when made, as torch.nn.Conv2d (a ValueError)
+  torch.manual_seed(0)
+  ref = torch.nn.Conv2d(2, 4, (3, 2), padding="same", dilation=2)
+  m = nn.Conv2d(2, 4, (3, 2), padding="same", dilation=2)
+  m.weight, m.bias = Tensor(ref.weight.detach().numpy()), Tensor(ref.bias.detach().numpy())
+  xs = np.random.default_rng(0).standard_normal((1, 2, 5, 6)).astype(np.float32)
+  np.testing.assert_allclose(m(Tensor(xs)).numpy(), ref(torch.tensor(xs)).detach().numpy(), atol=1e-5, rtol=1e-5)
+  with pytest.raises(ValueError, match="strided"):
+    torch.nn.Conv2d(2, 4, 3, padding="same", stride=2)
+  with pytest.raises(ValueError, match="strided"):
+    nn.Conv2d(2, 4, 3, padding="same", stride=2)
+  with pytest.raises(ValueError, match="'foo'"):
+    nn.Conv2d(2, 4, 3, padding="foo")
+
+
 def test_conv2d_bad_groups_raises():
   with pytest.raises(ValueError):
     Tensor.ones(1, 4, 5, 5).conv2d(Tensor.ones(4, 3, 3, 3))

@@ -145,6 +145,8 @@ class NNMixin:
   @staticmethod
   def _conv_padding(padding: int | Sequence[int], n: int) -> list[int]:
     """torch's padding (one int, or one per axis) as pad2d's (left, right, top, bottom, ...)."""
+    if isinstance(padding, str):  # (4 characters read as 4 ints)
+      raise TypeError(f"padding {padding!r}: a padding string is for convolutions only; give ints (torch: a TypeError too)")
     if isinstance(padding, int):
       return [padding] * (2 * n)
     if len(padding) == n:
@@ -152,6 +154,20 @@ class NNMixin:
     if len(padding) == 2 * n:
       return list(padding)
     raise ValueError(f"padding {padding} must be an int, {n} ints, or {2 * n} ints")
+
+  @staticmethod
+  def _padding_string(padding: str, kernel: Sequence[int], stride: int | tuple[int, ...], dilation: int | tuple[int, ...]) -> list[int]:
+    """torch's padding strings as pad2d's padding: 'valid' is none, 'same' keeps each spatial size (stride 1 only, as
+    torch) with d*(k-1) per axis, half before, and the odd one after."""
+    n = len(kernel)
+    if padding == "valid":
+      return [0] * (2 * n)
+    if padding != "same":
+      raise TgArgumentError(f"invalid padding string {padding!r}: 'valid' or 'same'")
+    if any(s != 1 for s in make_pair(stride, n)):
+      raise TgArgumentError(f"padding='same' is not supported for strided convolutions (stride {stride}), as torch")
+    totals = [d * (k - 1) for k, d in zip(kernel, make_pair(dilation, n))]
+    return [v for t in reversed(totals) for v in (t // 2, t - t // 2)]
 
   def avg_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,  # type: ignore[misc]
                  dilation: int = 1, padding: int | Sequence[int] = 0) -> Tensor:
@@ -166,8 +182,9 @@ class NNMixin:
     return x._pool(k, stride if stride is not None else k, dilation).max(tuple(range(-len(k), 0)))
 
   def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, ...] = 1,  # type: ignore[misc]
-             dilation: int | tuple[int, ...] = 1, padding: int | Sequence[int] = 0) -> Tensor:
-    """N-d convolution (torch's conv2d, which is a cross-correlation), as windows times weights, summed."""
+             dilation: int | tuple[int, ...] = 1, padding: int | Sequence[int] | str = 0) -> Tensor:
+    """N-d convolution (torch's conv2d, which is a cross-correlation), as windows times weights, summed. `padding` as
+    torch's: an int, one per spatial axis, pad2d's 2 per axis, or 'valid' or 'same'."""
     from tg.tensor import _concrete
     (bs, cin_), (cout, cin), hw = self.shape[:2], weight.shape[:2], weight.shape[2:]
     if groups * cin != cin_ or len(self.shape) != len(weight.shape):
@@ -175,7 +192,8 @@ class NNMixin:
     hw_ = tuple(_concrete(s) for s in hw)
     if _concrete(cout) % groups:
       raise ValueError(f"conv2d: {cout} output channels can't be split into {groups} groups")
-    x = self.pad2d(NNMixin._conv_padding(padding, len(hw_)))._pool(hw_, stride, dilation)  # (bs, cin_, *out, *hw)
+    pads = NNMixin._padding_string(padding, hw_, stride, dilation) if isinstance(padding, str) else NNMixin._conv_padding(padding, len(hw_))
+    x = self.pad2d(pads)._pool(hw_, stride, dilation)  # (bs, cin_, *out, *hw)
     rcout, oyx = _concrete(cout) // groups, x.shape[2:-len(hw_)]
     x = x.reshape((bs, groups, cin, 1, *oyx, *hw_)).expand((bs, groups, cin, rcout, *oyx, *hw_))
     x = x.permute((0, 1, 3, *[4 + i for i in range(len(oyx))], 2, *[4 + len(oyx) + i for i in range(len(hw_))]))  # (bs, g, rcout, *out, cin, *hw)
