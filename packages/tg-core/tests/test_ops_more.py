@@ -810,6 +810,47 @@ def test_max_pool2d_all_negative_with_padding():
                  vals=[_no_ties((1, 1, 5, 5)) - 3])
 
 
+@pytest.mark.parametrize("op", ["max_pool2d", "avg_pool2d"])
+@pytest.mark.parametrize("k,padding,dilation", [(2, 2, 1), (3, 2, 1), (1, 1, 1), ((2, 4), (1, 3), 1), (2, 2, 2), (3, 2, 2)])
+def test_pool_padding_over_half_the_kernel_raises(op, k, padding, dilation):
+  # torch: "pad should be at most half of effective kernel size" (or "... half of kernel size"); tg's max_pool2d gave
+  # -inf for the windows that lay wholly in the padding
+  x = np.ones((1, 1, 6, 6), np.float32)
+  kw = {"dilation": dilation} if op == "max_pool2d" else {}
+  if op == "max_pool2d" or dilation == 1:
+    with pytest.raises(RuntimeError, match="pad should be"):
+      getattr(TF, op)(torch.tensor(x), k, padding=padding, **kw)
+  with pytest.raises(RuntimeError, match="at most half"):
+    getattr(Tensor(x), op)(k, padding=padding, dilation=dilation)
+
+
+@pytest.mark.parametrize("op", ["max_pool2d", "avg_pool2d"])
+def test_pool_padding_at_half_the_kernel(op):
+  for k, padding in ((2, 1), (3, 1), (4, 2), (5, 2), ((2, 4), (1, 2))):
+    helper_test_op(None, lambda x: getattr(TF, op)(x, k, padding=padding), lambda x: getattr(x, op)(k, padding=padding),
+                   vals=[_no_ties((1, 2, 6, 6))], **F32)
+  with pytest.raises(RuntimeError, match="at most half"):  # tg's per-side paddings: each side checked
+    getattr(Tensor.ones(1, 1, 6, 6), op)(2, padding=(0, 2, 1, 1))
+
+
+@pytest.mark.parametrize("stride,output_padding,dilation", [(2, 2, 1), (1, 1, 1), ((2, 1), (1, 1), 1), (2, 3, 3)])
+def test_conv_transpose2d_output_padding_too_large_raises(stride, output_padding, dilation):
+  # torch: "output padding must be smaller than either stride or dilation"; tg grew the output silently
+  x, w = np.ones((1, 1, 3, 3), np.float32), np.ones((1, 1, 3, 3), np.float32)
+  with pytest.raises(RuntimeError, match="output padding must be smaller than either stride or dilation"):
+    TF.conv_transpose2d(torch.tensor(x), torch.tensor(w), stride=stride, output_padding=output_padding, dilation=dilation)
+  with pytest.raises(RuntimeError, match="output padding must be smaller than either stride or dilation"):
+    Tensor(x).conv_transpose2d(Tensor(w), stride=stride, output_padding=output_padding, dilation=dilation)
+
+
+def test_conv_transpose2d_output_padding_below_dilation():
+  # allowed where it is below the stride or the dilation (torch)
+  helper_test_op([(1, 2, 3, 3), (2, 1, 3, 3)], lambda x, w: TF.conv_transpose2d(x, w, stride=1, output_padding=1, dilation=2),
+                 lambda x, w: x.conv_transpose2d(w, stride=1, output_padding=1, dilation=2), atol=1e-4, rtol=1e-4)
+  helper_test_op([(1, 2, 3, 3), (2, 1, 3, 3)], lambda x, w: TF.conv_transpose2d(x, w, stride=(2, 1), output_padding=(1, 0)),
+                 lambda x, w: x.conv_transpose2d(w, stride=(2, 1), output_padding=(1, 0)), atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize("shape,axis", [((3, 8), -1), ((2, 3, 5), -1), ((2, 3, 4), (-2, -1))])
 @pytest.mark.parametrize("eps", [1e-5, 1e-2])
 def test_layernorm(shape, axis, eps):

@@ -169,16 +169,27 @@ class NNMixin:
     totals = [d * (k - 1) for k, d in zip(kernel, make_pair(dilation, n))]
     return [v for t in reversed(totals) for v in (t // 2, t - t // 2)]
 
+  @staticmethod
+  def _pool_padding(name: str, padding: int | Sequence[int], k: tuple[int, ...]) -> list[int]:
+    """A pool's padding as pad2d's, each side at most half its axis's kernel size, as torch demands (more would put a
+    window wholly in the padding: -inf from max_pool2d)."""
+    pads = NNMixin._conv_padding(padding, len(k))
+    for j, kk in enumerate(reversed(k)):
+      if max(pads[2 * j], pads[2 * j + 1]) > kk // 2:
+        raise TgArgumentError(f"{name}: padding {padding} must be at most half of the kernel size {k} on each side, as torch "
+                              "('pad should be at most half of effective kernel size')")
+    return pads
+
   def avg_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,  # type: ignore[misc]
                  dilation: int = 1, padding: int | Sequence[int] = 0) -> Tensor:
     k = make_pair(kernel_size)
-    x = self.pad2d(NNMixin._conv_padding(padding, len(k)))
+    x = self.pad2d(NNMixin._pool_padding("avg_pool2d", padding, k))
     return x._pool(k, stride if stride is not None else k, dilation).mean(tuple(range(-len(k), 0)))
 
   def max_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,  # type: ignore[misc]
                  dilation: int = 1, padding: int | Sequence[int] = 0) -> Tensor:
     k = make_pair(kernel_size)
-    x = self.pad2d(NNMixin._conv_padding(padding, len(k)), value=-math.inf)
+    x = self.pad2d(NNMixin._pool_padding("max_pool2d", padding, k), value=-math.inf)
     return x._pool(k, stride if stride is not None else k, dilation).max(tuple(range(-len(k), 0)))
 
   def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, ...] = 1,  # type: ignore[misc]
@@ -210,6 +221,9 @@ class NNMixin:
     hw = tuple(_concrete(s) for s in weight.shape[2:])
     n = len(hw)
     s_, d_, p_, op_ = make_pair(stride, n), make_pair(dilation, n), make_pair(padding, n), make_pair(output_padding, n)
+    if any(op >= s and op >= d for s, d, op in zip(s_, d_, op_)):
+      raise TgArgumentError(f"conv_transpose2d: output padding must be smaller than either stride or dilation, but got output_padding "
+                            f"{op_}, stride {s_} and dilation {d_} (as torch)")
     cin, rcout = _concrete(weight.shape[0]), _concrete(weight.shape[1])
     if cin % groups or _concrete(self.shape[1]) != cin:
       raise ValueError(f"conv_transpose2d: input {self.shape} doesn't match weight {weight.shape} with groups={groups}")
