@@ -73,6 +73,44 @@ def test_clip(lo, hi):
   helper_test_op([(4, 5)], lambda x: x.clip(lo, hi), lambda x: x.clip(lo, hi))
 
 
+def test_clip_tensor_bounds():
+  # tensor bounds (torch, tinygrad 0.9.1): tg compared them in Python ("the truth value of a Tensor is ambiguous").
+  # Values and each input's gradient as torch: bounds crossed (min > max gives max), ties, a bound on the value,
+  # one-sided, broadcast bounds
+  x = np.array([[1.0, 5.0, 2.5, 2.0, 3.0, -1.0], [0.0, 4.0, 2.0, 3.0, 1.5, 7.0]], np.float32)
+  lo = np.array([[2.0, 2.0, 3.0, 2.0, 2.0, -2.0], [2.0, 1.0, 2.0, 2.0, 1.5, 0.0]], np.float32)
+  hi = np.array([[3.0, 3.0, 2.0, 2.0, 3.0, -1.5], [2.0, 4.0, 2.0, 1.0, 1.5, 6.0]], np.float32)
+  helper_test_op(None, lambda a, b, c: a.clamp(b, c), lambda a, b, c: a.clip(b, c), vals=[x, lo, hi], atol=0, grad_atol=0)
+  helper_test_op(None, lambda a, b, c: torch.clamp(a, min=b, max=c), lambda a, b, c: a.clamp(min=b, max=c), vals=[x, lo, hi], atol=0, grad_atol=0)
+  helper_test_op(None, lambda a, b: a.clamp(b), lambda a, b: a.clip(b), vals=[x, lo], atol=0, grad_atol=0)
+  helper_test_op(None, lambda a, c: a.clamp(max=c), lambda a, c: a.clip(None, c), vals=[x, hi], atol=0, grad_atol=0)
+  # a tensor bound with a scalar one (tinygrad takes it; torch wants both tensors or both numbers)
+  helper_test_op(None, lambda a, b: a.clamp(b, torch.tensor(2.5)), lambda a, b: a.clip(b, 2.5), vals=[x, lo], atol=0, grad_atol=0)
+  helper_test_op(None, lambda a, c: a.clamp(torch.tensor(1.5), c), lambda a, c: a.clip(1.5, c), vals=[x, hi], atol=0, grad_atol=0)
+  helper_test_op(None, lambda a, b, c: a.clamp(b, c), lambda a, b, c: a.clip(b, c), vals=[x, lo[:, :1], hi[0, 1]], atol=0, grad_atol=0)
+  # bounds that widen x (torch's backward fails on it, "output with shape [6] doesn't match the broadcast shape")
+  helper_test_op(None, lambda a, b, c: a.clamp(b, c), lambda a, b, c: a.clip(b, c), vals=[x[0], lo[:, :1], hi[0, 1]], atol=0, forward_only=True)
+
+
+def test_clip_tensor_bounds_nan_and_dtypes():
+  nan = math.nan
+  x = np.array([nan, 1.0, 5.0, 2.0], np.float32)
+  lo = np.array([0.0, nan, 2.0, 0.0], np.float32)
+  hi = np.array([3.0, 3.0, nan, 3.0], np.float32)
+  for args in ((lo, hi), (lo, None), (None, hi)):
+    want = torch.clamp(torch.tensor(x), *[None if a is None else torch.tensor(a) for a in args]).numpy()
+    got = Tensor(x).clip(*[None if a is None else Tensor(a) for a in args]).numpy()
+    np.testing.assert_array_equal(got, want)  # a NaN in the input or a bound gives NaN
+  want = torch.clamp(torch.tensor(x), torch.tensor(nan), torch.tensor(hi)).numpy()
+  np.testing.assert_array_equal(Tensor(x).clip(nan, Tensor(hi)).numpy(), want)
+  xi = np.array([1, 5, 3], np.int32)
+  for lo_, hi_ in ((np.array([2, 2, 2], np.int32), np.array([4, 4, 2], np.int32)), (np.array([2.5, 0.5, 1.0], np.float32), None)):
+    want = torch.clamp(torch.tensor(xi), torch.tensor(lo_), None if hi_ is None else torch.tensor(hi_)).numpy()
+    got = Tensor(xi).clamp(Tensor(lo_), None if hi_ is None else Tensor(hi_)).numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("weight", [0.25, 0.0, 1.0, "tensor"])
 def test_lerp(weight):
   if weight == "tensor":
@@ -293,6 +331,17 @@ def test_logsumexp_large_and_neg_inf():
   helper_test_op(None, lambda x: torch.logsumexp(x, 1), lambda x: x.logsumexp(1), vals=vals, forward_only=True, **F32)
 
 
+@pytest.mark.parametrize("shape,axis", [((3, 0), -1), ((3, 0), 0), ((0, 3), -1), ((0,), 0), ((2, 0, 3), 1)])
+def test_softmax_logsumexp_empty(shape, axis):
+  # over an empty axis softmax is empty and logsumexp is log(0) = -inf (torch); tg's stabilizing max raised
+  # "max of an empty axis has no identity"
+  helper_test_op([shape], lambda x: x.softmax(axis), lambda x: x.softmax(axis), **F32)
+  helper_test_op([shape], lambda x: x.log_softmax(axis), lambda x: x.log_softmax(axis), **F32)
+  for keepdim in (False, True):
+    helper_test_op([shape], lambda x: torch.logsumexp(x, axis, keepdim=keepdim), lambda x: x.logsumexp(axis, keepdim=keepdim), **F32)
+  helper_test_op([shape], lambda x: torch.logsumexp(x, tuple(range(len(shape)))), lambda x: x.logsumexp(), **F32)
+
+
 # ---------- reductions ----------
 
 
@@ -368,6 +417,59 @@ def test_argmax_argmin_flat_and_int(fn):
     np.testing.assert_array_equal(getattr(Tensor(vals), fn)(1).numpy(), getattr(torch.tensor(vals), fn)(1).numpy())
 
 
+ZERO_D_DIM_OPS = {
+  "argmax": (lambda x, d: x.argmax(d), None), "argmin": (lambda x, d: x.argmin(d), None),
+  "argmax_keepdim": (lambda x, d: x.argmax(d, keepdim=True), None),
+  "gather": (lambda x, d: x.gather(d, Tensor(0)), lambda x, d: x.gather(d, torch.tensor(0))),
+  "gather_1d_index": (lambda x, d: x.gather(d, Tensor([0, 0])), lambda x, d: x.gather(d, torch.tensor([0, 0]))),
+  "transpose": (lambda x, d: x.transpose(d, 0), None),
+  "sum": (lambda x, d: x.sum(d, keepdim=True), None), "max": (lambda x, d: x.max(d), lambda x, d: x.max(d).values),
+  "min": (lambda x, d: x.min(d), lambda x, d: x.min(d).values), "mean": (lambda x, d: x.mean(d), None),
+  "prod": (lambda x, d: x.prod(d), None), "cumsum": (lambda x, d: x.cumsum(d), None),
+  "softmax": (lambda x, d: x.softmax(d), None), "log_softmax": (lambda x, d: x.log_softmax(d), None),
+  "logsumexp": (lambda x, d: x.logsumexp(d), None), "topk": (lambda x, d: x.topk(1, d)[0], None),
+  "topk_indices": (lambda x, d: x.topk(1, d)[1], None), "sort": (lambda x, d: x.sort(d)[0], lambda x, d: x.sort(d).values),
+}
+
+
+@pytest.mark.parametrize("name", list(ZERO_D_DIM_OPS))
+def test_zero_d_with_dim(name):
+  # a 0-d tensor takes dim 0 and -1 (torch); argmax, argmin, gather and transpose indexed its missing axis (IndexError)
+  tg_fn, torch_fn = ZERO_D_DIM_OPS[name]
+  for d in (0, -1):
+    got, ref = tg_fn(Tensor(3.0), d), (torch_fn or tg_fn)(torch.tensor(3.0), d)
+    assert got.shape == tuple(ref.shape), (d, got.shape, ref.shape)
+    np.testing.assert_array_equal(got.numpy(), ref.numpy())
+  for d in (1, -2):  # out of range: torch's IndexError, tg's AxisError (an IndexError)
+    with pytest.raises(IndexError):
+      (torch_fn or tg_fn)(torch.tensor(3.0), d)
+    with pytest.raises(IndexError, match="out of range"):
+      tg_fn(Tensor(3.0), d)
+
+
+def test_zero_d_gather_index_checks():
+  # a 0-d tensor or index counts as 1-d (torch): a 0-d index into a 1-d tensor, a 1-d index into a 0-d one
+  assert Tensor([1.0, 2.0]).gather(0, Tensor(1)).shape == () and Tensor([1.0, 2.0]).gather(0, Tensor(1)).item() == 2.0
+  with pytest.raises(RuntimeError):
+    torch.tensor(3.0).gather(0, torch.tensor(1))
+  with pytest.raises(IndexError, match="out of bounds"):
+    Tensor(3.0).gather(0, Tensor(1)).numpy()
+  with pytest.raises(RuntimeError):
+    torch.tensor(3.0).gather(0, torch.tensor([[0]]))
+  with pytest.raises(RuntimeError, match="axes"):
+    Tensor(3.0).gather(0, Tensor([[0]]))
+
+
+@pytest.mark.parametrize("op", ["split", "chunk", "cat"])
+def test_zero_d_split_chunk_cat_raise(op):
+  # torch: RuntimeError "split expects at least a 1-dimensional tensor"; tg indexed the missing axis (IndexError)
+  fn = {"split": lambda x: x.split(1, 0), "chunk": lambda x: x.chunk(1, 0), "cat": lambda x: x.cat(x, dim=0)}[op]
+  with pytest.raises(RuntimeError):
+    {"split": lambda x: x.split(1, 0), "chunk": lambda x: x.chunk(1, 0), "cat": lambda x: torch.cat([x, x], 0)}[op](torch.tensor(3.0))
+  with pytest.raises(RuntimeError, match="0-d"):
+    fn(Tensor(3.0))
+
+
 @pytest.mark.parametrize("fn", ["any", "all"])
 @pytest.mark.parametrize("keepdim", [False, True])
 @pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 2)])
@@ -436,6 +538,20 @@ def test_repeat(shape, reps):
 def test_cat(shapes, dim):
   helper_test_op(shapes, lambda x, y, z: torch.cat([x, y, z], dim), lambda x, y, z: x.cat(y, z, dim=dim))
   helper_test_op(shapes[:2], lambda x, y: torch.cat([x, y], dim) * 2, lambda x, y: x.cat(y, dim=dim) * 2)
+
+
+def test_cat_list_forms():
+  # torch's Tensor.cat([a, b], dim) with a list or tuple (tg: AttributeError 'list' object has no attribute '_resolve_axis');
+  # tinygrad's a.cat(b, dim=) and Tensor.cat(a, b, dim=) keep working
+  shapes = [(2, 1), (2, 3), (2, 2)]
+  helper_test_op(shapes, lambda x, y, z: torch.cat([x, y, z], 1), lambda x, y, z: Tensor.cat([x, y, z], 1))
+  helper_test_op(shapes, lambda x, y, z: torch.cat((x, y, z), dim=-1), lambda x, y, z: Tensor.cat((x, y, z), dim=-1))
+  helper_test_op(shapes[:2], lambda x, y: torch.cat([x, y], 1), lambda x, y: Tensor.cat(x, y, dim=1))
+  helper_test_op([(3,)], lambda x: torch.cat([x]), lambda x: Tensor.cat([x]))
+  with pytest.raises(ValueError, match="at least one"):
+    Tensor.cat([])
+  with pytest.raises(TypeError):
+    Tensor.cat([Tensor.ones(2), np.ones(2)])
 
 
 def test_cat_mixed_dtypes():
@@ -579,6 +695,47 @@ def test_conv1d_via_conv2d():
                  lambda x, w, b: x.conv2d(w, b, padding=1, stride=2), atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.filterwarnings("ignore:Using padding='same'")  # torch's note that an even kernel makes it copy the input
+@pytest.mark.parametrize("k,dilation", [((3, 3), 1), ((2, 4), 1), ((3, 2), (2, 1)), ((1, 1), 1), ((4, 3), (1, 2))])
+def test_conv2d_padding_same_valid(k, dilation):
+  # torch's padding strings (tg: TypeError comparing str and int); 'same' pads d*(k-1) per axis, the odd one at the end
+  shapes = [(1, 2, 6, 7), (3, 2, *k), (3,)]
+  for padding in ("same", "valid"):
+    helper_test_op(shapes, lambda x, w, b: TF.conv2d(x, w, b, padding=padding, dilation=dilation),
+                   lambda x, w, b: x.conv2d(w, b, padding=padding, dilation=dilation), atol=1e-4, rtol=1e-4, grad_atol=1e-4)
+  helper_test_op([(2, 3, 9), (4, 3, 4)], lambda x, w: TF.conv1d(x, w, padding="same", dilation=dilation if isinstance(dilation, int) else 2),
+                 lambda x, w: x.conv2d(w, padding="same", dilation=dilation if isinstance(dilation, int) else 2), atol=1e-4, rtol=1e-4)
+
+
+def test_conv2d_padding_string_errors():
+  from tg import nn
+  x, w = Tensor.ones(1, 2, 6, 6), Tensor.ones(4, 2, 3, 3)
+  with pytest.raises(RuntimeError, match="strided"):
+    TF.conv2d(torch.ones(1, 2, 6, 6), torch.ones(4, 2, 3, 3), padding="same", stride=2)
+  with pytest.raises(RuntimeError, match="strided"):
+    x.conv2d(w, padding="same", stride=(1, 2))
+  assert x.conv2d(w, padding="valid", stride=2).shape == (1, 4, 2, 2)
+  with pytest.raises(RuntimeError, match="'full'"):
+    x.conv2d(w, padding="full")
+  with pytest.raises(TypeError):
+    TF.max_pool2d(torch.ones(1, 2, 6, 6), 2, padding="same")
+  with pytest.raises(TypeError, match="convolutions only"):  # its 4 characters were read as 4 paddings
+    x.max_pool2d(2, padding="same")
+  # nn.Conv2d passes it through, and refuses it when made, as torch.nn.Conv2d (a ValueError)
+  torch.manual_seed(0)
+  ref = torch.nn.Conv2d(2, 4, (3, 2), padding="same", dilation=2)
+  m = nn.Conv2d(2, 4, (3, 2), padding="same", dilation=2)
+  m.weight, m.bias = Tensor(ref.weight.detach().numpy()), Tensor(ref.bias.detach().numpy())
+  xs = np.random.default_rng(0).standard_normal((1, 2, 5, 6)).astype(np.float32)
+  np.testing.assert_allclose(m(Tensor(xs)).numpy(), ref(torch.tensor(xs)).detach().numpy(), atol=1e-5, rtol=1e-5)
+  with pytest.raises(ValueError, match="strided"):
+    torch.nn.Conv2d(2, 4, 3, padding="same", stride=2)
+  with pytest.raises(ValueError, match="strided"):
+    nn.Conv2d(2, 4, 3, padding="same", stride=2)
+  with pytest.raises(ValueError, match="'foo'"):
+    nn.Conv2d(2, 4, 3, padding="foo")
+
+
 def test_conv2d_bad_groups_raises():
   with pytest.raises(ValueError):
     Tensor.ones(1, 4, 5, 5).conv2d(Tensor.ones(4, 3, 3, 3))
@@ -660,6 +817,47 @@ def test_max_pool2d_ints_with_padding(dtype):
     pytest.skip(f"no {np.dtype(dtype).name} on this device")
   x = (_ints((1, 2, 5, 5), 0, 100, seed=3) - (0 if dtype == np.uint8 else 120)).astype(dtype)  # all negative for the signed ones
   helper_test_op(None, lambda t: TF.max_pool2d(t, 3, stride=2, padding=1), lambda t: t.max_pool2d(3, stride=2, padding=1), vals=[x])
+
+
+@pytest.mark.parametrize("op", ["max_pool2d", "avg_pool2d"])
+@pytest.mark.parametrize("k,padding,dilation", [(2, 2, 1), (3, 2, 1), (1, 1, 1), ((2, 4), (1, 3), 1), (2, 2, 2), (3, 2, 2)])
+def test_pool_padding_over_half_the_kernel_raises(op, k, padding, dilation):
+  # torch: "pad should be at most half of effective kernel size" (or "... half of kernel size"); tg's max_pool2d gave
+  # -inf for the windows that lay wholly in the padding
+  x = np.ones((1, 1, 6, 6), np.float32)
+  kw = {"dilation": dilation} if op == "max_pool2d" else {}
+  if op == "max_pool2d" or dilation == 1:
+    with pytest.raises(RuntimeError, match="pad should be"):
+      getattr(TF, op)(torch.tensor(x), k, padding=padding, **kw)
+  with pytest.raises(RuntimeError, match="at most half"):
+    getattr(Tensor(x), op)(k, padding=padding, dilation=dilation)
+
+
+@pytest.mark.parametrize("op", ["max_pool2d", "avg_pool2d"])
+def test_pool_padding_at_half_the_kernel(op):
+  for k, padding in ((2, 1), (3, 1), (4, 2), (5, 2), ((2, 4), (1, 2))):
+    helper_test_op(None, lambda x: getattr(TF, op)(x, k, padding=padding), lambda x: getattr(x, op)(k, padding=padding),
+                   vals=[_no_ties((1, 2, 6, 6))], **F32)
+  with pytest.raises(RuntimeError, match="at most half"):  # tg's per-side paddings: each side checked
+    getattr(Tensor.ones(1, 1, 6, 6), op)(2, padding=(0, 2, 1, 1))
+
+
+@pytest.mark.parametrize("stride,output_padding,dilation", [(2, 2, 1), (1, 1, 1), ((2, 1), (1, 1), 1), (2, 3, 3)])
+def test_conv_transpose2d_output_padding_too_large_raises(stride, output_padding, dilation):
+  # torch: "output padding must be smaller than either stride or dilation"; tg grew the output silently
+  x, w = np.ones((1, 1, 3, 3), np.float32), np.ones((1, 1, 3, 3), np.float32)
+  with pytest.raises(RuntimeError, match="output padding must be smaller than either stride or dilation"):
+    TF.conv_transpose2d(torch.tensor(x), torch.tensor(w), stride=stride, output_padding=output_padding, dilation=dilation)
+  with pytest.raises(RuntimeError, match="output padding must be smaller than either stride or dilation"):
+    Tensor(x).conv_transpose2d(Tensor(w), stride=stride, output_padding=output_padding, dilation=dilation)
+
+
+def test_conv_transpose2d_output_padding_below_dilation():
+  # allowed where it is below the stride or the dilation (torch)
+  helper_test_op([(1, 2, 3, 3), (2, 1, 3, 3)], lambda x, w: TF.conv_transpose2d(x, w, stride=1, output_padding=1, dilation=2),
+                 lambda x, w: x.conv_transpose2d(w, stride=1, output_padding=1, dilation=2), atol=1e-4, rtol=1e-4)
+  helper_test_op([(1, 2, 3, 3), (2, 1, 3, 3)], lambda x, w: TF.conv_transpose2d(x, w, stride=(2, 1), output_padding=(1, 0)),
+                 lambda x, w: x.conv_transpose2d(w, stride=(2, 1), output_padding=(1, 0)), atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("shape,axis", [((3, 8), -1), ((2, 3, 5), -1), ((2, 3, 4), (-2, -1))])

@@ -292,6 +292,28 @@ def test_load_state_dict_shape_mismatch() -> None:
     load_state_dict(m, sd, strict=False)
 
 
+def test_load_state_dict_non_tensor_values() -> None:
+  # tinygrad and torch take Tensors only (torch: RuntimeError "expected torch.Tensor ... but received numpy.ndarray");
+  # a numpy array or a torch tensor is refused up front, naming the key, before any key is assigned (the numpy value
+  # under 'bias' used to fail deep in dtype code after 'weight' had been assigned, and that assign landed later)
+  from tg.nn import Linear
+  m = Linear(3, 2)
+  before = m.weight.numpy().copy()
+  values: list[object] = [np.ones(2, np.float32)]
+  try:
+    import torch
+    values.append(torch.ones(2))
+  except ImportError:
+    pass
+  for bad in values:
+    with pytest.raises(TypeError, match=r"'bias'.*Tensor") as e:
+      load_state_dict(m, {"weight": Tensor.full((2, 3), 7.0), "bias": bad})  # type: ignore[dict-item]
+    assert isinstance(e.value, RuntimeError)  # as torch raises
+    np.testing.assert_array_equal(m.weight.numpy(), before)  # nothing assigned, nothing pending
+  load_state_dict(m, {"weight": Tensor.full((2, 3), 7.0), "bias": Tensor(np.ones(2, np.float32))})  # converted, it loads
+  np.testing.assert_array_equal(m.weight.numpy(), np.full((2, 3), 7.0))
+
+
 # ---------- torch checkpoints ----------
 
 TORCH_DTYPES = ["float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool", "uint16"]

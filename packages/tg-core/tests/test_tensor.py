@@ -193,6 +193,37 @@ def test_rand(shape):
   assert Tensor.rand(shape).shape == shape
 
 
+@pytest.mark.parametrize("fn", ["rand", "randn", "zeros", "empty"])
+def test_random_and_factory_shapes_are_checked(fn):
+  # a negative or non-integer size is refused as torch (RuntimeError "negative dimension"): randn(-1) gave shape (0,),
+  # rand(2, -1) shape (2, 0) (the -1 inferred by a reshape) and rand(2, -3) an unclear reshape error
+  torch = pytest.importorskip("torch")
+  from tg.errors import TgArgumentError
+  for shape in ((-1,), (2, -3), (2, -1)):
+    with pytest.raises(RuntimeError):
+      getattr(torch, fn)(*shape)
+    with pytest.raises(TgArgumentError, match="non-negative"):
+      getattr(Tensor, fn)(*shape)
+  with pytest.raises(TgArgumentError, match="non-negative"):
+    getattr(Tensor, fn)(2.5)
+  assert getattr(Tensor, fn)(0, 3).shape == (0, 3) and getattr(Tensor, fn)().shape == ()
+
+
+@pytest.mark.parametrize("fn", ["rand", "randn"])
+def test_rand_randn_need_a_float_dtype(fn):
+  # torch: NotImplementedError "... not implemented for 'Int'"; tg gave zeros (rand) or truncated normals (randn)
+  torch = pytest.importorskip("torch")
+  from tg.errors import DTypeError
+  for tdt, dt in ((torch.int32, dtypes.int32), (torch.bool, dtypes.bool)):
+    with pytest.raises(RuntimeError, match="not implemented"):
+      getattr(torch, fn)(4, dtype=tdt)
+    with pytest.raises(DTypeError, match="floating point"):
+      getattr(Tensor, fn)(4, dtype=dt)
+  with pytest.raises(DTypeError):
+    getattr(Tensor, f"{fn}_like")(Tensor([1, 2]))
+  assert getattr(Tensor, f"{fn}_like")(Tensor([1, 2]), dtype=dtypes.float32).dtype == dtypes.float32
+
+
 def test_rand_distribution():
   Tensor.manual_seed(1234)
   out = Tensor.rand(2000).numpy()
@@ -305,6 +336,22 @@ def test_item_of_computation():
   a = np.array([1.5, -2.25, 4.0], dtype=np.float32)
   assert Tensor(a).sum().item() == float(a.sum())
   assert (Tensor(a) * 2).max().item() == float((a * 2).max())
+
+
+def test_iteration():
+  # rows along the first axis, as torch; a 0-d tensor raises TypeError as torch (tg yielded nothing: list(Tensor(5)) == [])
+  torch = pytest.importorskip("torch")
+  a = np.arange(6, dtype=np.float32).reshape(3, 2)
+  rows = list(Tensor(a))
+  assert [r.shape for r in rows] == [(2,)] * 3
+  np.testing.assert_array_equal(np.stack([r.numpy() for r in rows]), np.stack([r.numpy() for r in torch.tensor(a)]))
+  assert list(Tensor.zeros(0, 2)) == []
+  with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+    iter(torch.tensor(5))
+  with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+    list(Tensor(5))
+  with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+    _first, *_ = Tensor(5.0)
 
 
 # ---------- properties ----------

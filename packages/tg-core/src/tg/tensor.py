@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import tg.divcheck as divcheck
@@ -32,6 +32,22 @@ Scalar = ConstType
 def _concrete(x: sint) -> int:
   """The value of a size: itself, or a symbolic size at the value its variables are bound to."""
   return x if isinstance(x, int) else bound_value(x)
+
+
+def _new_shape(*shape: Any) -> tuple[sint, ...]:
+  """The shape a creation function is given (f(2, 3), f((2, 3)) or f([2, 3])), checked: each size a non-negative int or
+  a symbolic size, as torch refuses a negative one."""
+  shape = argfix(*shape)
+  if not all(isinstance(s, (int, Node)) and not isinstance(s, bool) for s in shape) or any(isinstance(s, int) and s < 0 for s in shape):
+    raise TgArgumentError(f"bad shape {shape}: sizes must be non-negative ints (or symbolic)")
+  return shape
+
+
+def _random_float_dtype(name: str, dtype: DType | str) -> DType:
+  dt = to_dtype(dtype)
+  if not dtypes.is_float(dt):
+    raise DTypeError(f"{name} draws floating point numbers: dtype {dt} is not a floating point dtype (torch: not implemented for it)")
+  return dt
 
 
 def _parts(lbs: Sequence[LazyBuffer | MultiLazyBuffer]) -> list[LazyBuffer]:
@@ -272,6 +288,13 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       raise TypeError("len() of a 0-d tensor")
     return _concrete(self.shape[0])
 
+  def __iter__(self) -> Iterator[Tensor]:
+    """The rows along the first axis, as torch. (Without it Python iterates through __getitem__ until an IndexError,
+    which a 0-d tensor raises at once: it iterated as empty, where torch raises TypeError.)"""
+    if not self.shape:
+      raise TypeError("iteration over a 0-d tensor")
+    return (self[i] for i in range(len(self)))
+
   @property
   def device(self) -> str:
     """The device's name; for a sharded tensor (Tensor.shard), the tuple of its devices' names (as tinygrad's)."""
@@ -477,9 +500,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   @_on_devices
   def full(shape: sint | tuple[sint, ...], fill_value: Scalar, **kwargs: Any) -> Tensor:
-    shape = argfix(shape)
-    if not all(isinstance(s, (int, Node)) and not isinstance(s, bool) for s in shape) or any(isinstance(s, int) and s < 0 for s in shape):
-      raise TgArgumentError(f"bad shape {shape}: sizes must be non-negative ints (or symbolic)")
+    shape = _new_shape(shape)
     dtype = to_dtype(kwargs.pop("dtype")) if kwargs.get("dtype") is not None else dtypes.from_py(fill_value)
     kwargs.pop("dtype", None)
     return Tensor(LazyBuffer.full(fill_value, shape, dtype, Device.canonicalize(kwargs.pop("device", None))), **kwargs)
@@ -497,7 +518,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
     if isinstance(device := kwargs.pop("device", None), (tuple, list)):  # uninitialized memory on each device
       return Tensor(MultiLazyBuffer([Tensor.empty(*shape, dtype=dtype, device=d).lazydata for d in device], None), **kwargs)  # type: ignore[misc]
-    lb = LazyBuffer.metaop(MetaOps.EMPTY, argfix(*shape), dtype, Device.canonicalize(device))
+    lb = LazyBuffer.metaop(MetaOps.EMPTY, _new_shape(*shape), dtype, Device.canonicalize(device))
     return Tensor(lb, **kwargs)
 
   @staticmethod
@@ -586,9 +607,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   @_on_devices
   def rand(*shape: Any, **kwargs: Any) -> Tensor:
-    """Uniform in [0, 1)."""
-    shape = argfix(*shape)
-    dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+    """Uniform in [0, 1), in a float dtype (torch has no rand of ints: it raises "not implemented for 'Int'")."""
+    shape = _new_shape(*shape)
+    dtype = _random_float_dtype("rand", kwargs.pop("dtype", dtypes.default_float))
     device = Device.canonicalize(kwargs.pop("device", None))
     bits = Tensor._random_bits(prod(shape), device)
     # as many random bits as the dtype's significand holds, so that the value is exact in it and below 1 (24 bits cast to
@@ -600,9 +621,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   @_on_devices
   def randn(*shape: Any, **kwargs: Any) -> Tensor:
-    """Standard normal, by the Box-Muller transform of two uniforms."""
-    shape = argfix(*shape)
-    dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+    """Standard normal, by the Box-Muller transform of two uniforms; a float dtype, as rand."""
+    shape = _new_shape(*shape)
+    dtype = _random_float_dtype("randn", kwargs.pop("dtype", dtypes.default_float))
     device = Device.canonicalize(kwargs.pop("device", None))
     u = Tensor.rand(2, prod(shape), device=device)
     r = (1 - u[0]).log().mul(-2).sqrt()  # 1 - u is in (0, 1]: log is finite
@@ -792,6 +813,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def transpose(self, ax1: int = 1, ax2: int = 0) -> Tensor:
     order = list(range(self.ndim))
     a, b = self._resolve_axis(ax1), self._resolve_axis(ax2)
+    if self.ndim == 0:
+      return self  # dims 0 and -1 of a 0-d tensor (torch): nothing to swap
     order[a], order[b] = order[b], order[a]
     return self.permute(order)
 
@@ -909,12 +932,32 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     d = self._resolve_axis(dim)
     return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
 
-  def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
-    """Join along `dim`: each tensor is padded to the full length at its place, and the pads summed."""
-    ts = [self, *others]
-    d = self._resolve_axis(dim)
+  @staticmethod
+  def _join_args(name: str, first: Any, args: tuple[Any, ...], dim: int) -> tuple[list[Tensor], int]:
+    """The tensors and dim of cat and stack, called tinygrad's way (`a.cat(b, c, dim=1)`, `Tensor.cat(a, b, dim=1)`)
+    or torch's (`Tensor.cat([a, b], 1)`, a list or tuple and maybe the dim after it)."""
+    if isinstance(first, Tensor):
+      tensors, rest = [first, *args], []
+    else:
+      tensors, rest = list(first), list(args)
+      if len(rest) == 1 and isinstance(rest[0], int) and not isinstance(rest[0], bool):
+        dim, rest = rest[0], []
+    if rest or not all(isinstance(t, Tensor) for t in tensors):
+      raise TypeError(f"{name} takes tensors (a.{name}(b, c, dim=0), Tensor.{name}(a, b, dim=0)) or one list of them (Tensor.{name}([a, b], 0))")
+    if not tensors:
+      raise TgArgumentError(f"{name} needs at least one tensor")
+    return tensors, dim
+
+  def cat(self: Any, *args: Any, dim: int = 0) -> Tensor:
+    """Join along `dim`: each tensor is padded to the full length at its place, and the pads summed. tinygrad's forms
+    `a.cat(b, c, dim=1)` and `Tensor.cat(a, b, dim=1)`, and torch's `Tensor.cat([a, b], 1)` with a list or tuple."""
+    ts, dim = Tensor._join_args("cat", self, args, dim)
+    x = ts[0]
+    d = x._resolve_axis(dim)
+    if any(t.ndim == 0 for t in ts):
+      raise ShapeError(f"cat: a 0-d tensor can't be joined along an axis (shapes {[t.shape for t in ts]}): use stack, or reshape it to (1,)")
     for t in ts:
-      if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
+      if t.ndim != x.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, x.shape)) if i != d):
         raise ShapeError(f"cat along axis {d}: shapes {[t.shape for t in ts]} differ outside that axis")
     dt = least_upper_dtype(*[t.dtype for t in ts])
     sizes = [t.shape[d] for t in ts]  # symbolic sizes stay symbolic: the result's axis is their sum, as tinygrad's
@@ -922,7 +965,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     out: Tensor | None = None
     start: sint = 0
     for t, n in zip(ts, sizes):
-      piece = t.cast(dt).pad(tuple((start, total - start - n) if i == d else None for i in range(self.ndim)))
+      piece = t.cast(dt).pad(tuple((start, total - start - n) if i == d else None for i in range(x.ndim)))
       out = piece if out is None else out + piece
       start += n
     assert out is not None
@@ -931,16 +974,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def stack(self: Any, *args: Any, dim: int = 0) -> Tensor:
     """Join tensors of one shape along a new axis `dim`. tinygrad's forms `a.stack(b, c, dim=1)` and
     `Tensor.stack(a, b, dim=1)`, and torch's `Tensor.stack([a, b], 1)` with a list or tuple."""
-    if isinstance(self, Tensor):
-      tensors, rest = [self, *args], []
-    else:
-      tensors, rest = list(self), list(args)
-      if len(rest) == 1 and isinstance(rest[0], int) and not isinstance(rest[0], bool):
-        dim, rest = rest[0], []
-    if rest or not all(isinstance(t, Tensor) for t in tensors):
-      raise TypeError("stack takes tensors (a.stack(b, c, dim=0), Tensor.stack(a, b, dim=0)) or one list of them (Tensor.stack([a, b], 0))")
-    if not tensors:
-      raise TgArgumentError("stack needs at least one tensor")
+    tensors, dim = Tensor._join_args("stack", self, args, dim)
     d = tensors[0]._resolve_axis(dim, tensors[0].ndim + 1)
     ts = [t.unsqueeze(d) for t in tensors]
     return ts[0].cat(*ts[1:], dim=d)
@@ -948,6 +982,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
     """Pieces of `sizes` along `dim` (an int: equal pieces of that size, the last maybe smaller)."""
     d = self._resolve_axis(dim)
+    if self.ndim == 0:
+      raise TgArgumentError("split and chunk take a tensor of at least one dimension, not a 0-d one")
     n = _concrete(self.shape[d])
     if isinstance(sizes, int):
       if sizes <= 0:
@@ -964,7 +1000,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     if not isinstance(chunks, int) or chunks < 1:
       raise TgArgumentError(f"chunk needs a number of chunks of at least 1, not {chunks!r}")
-    n = _concrete(self.shape[self._resolve_axis(dim)])
+    d = self._resolve_axis(dim)
+    if self.ndim == 0:
+      raise TgArgumentError("split and chunk take a tensor of at least one dimension, not a 0-d one")
+    n = _concrete(self.shape[d])
     return self.split(max(1, -(-n // chunks)), dim)
 
   # ---------- elementwise ----------
@@ -1206,11 +1245,14 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       return (b < a).detach().where(b, a)
     return -((-a).maximum(-b))
 
-  def clip(self, min_: Scalar | None = None, max_: Scalar | None = None) -> Tensor:
+  def clip(self, min_: Tensor | Scalar | None = None, max_: Tensor | Scalar | None = None) -> Tensor:
     """Clamp into [min_, max_] (either may be None: no bound); the gradient passes where the input is inside, bounds
-    included. A min above the max gives the max everywhere, with no gradient (as torch and tinygrad)."""
+    included. A min above the max gives the max everywhere, with no gradient (as torch and tinygrad). Tensor bounds
+    broadcast, as torch's and tinygrad's (see _clip_tensors)."""
     if min_ is None and max_ is None:
       raise TgArgumentError("clip needs at least one of min_ and max_")
+    if isinstance(min_, Tensor) or isinstance(max_, Tensor):
+      return self._clip_tensors(min_, max_)
     if any(isinstance(b, float) and b != b for b in (min_, max_)):  # a NaN bound: NaN everywhere, as torch (a compare ignored it)
       return self._zero_grad(Tensor.full(self.shape, math.nan, device=self.device).cast(least_upper_dtype(self.dtype, dtypes.default_float)))
     if min_ is not None and max_ is not None and min_ > max_:
@@ -1218,7 +1260,31 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     ret = self if min_ is None else (self < min_).where(min_, self)
     return ret if max_ is None else (self > max_).where(max_, ret)
 
-  def clamp(self, min: Scalar | None = None, max: Scalar | None = None) -> Tensor:
+  def _clip_tensors(self, min_: Tensor | Scalar | None, max_: Tensor | Scalar | None) -> Tensor:
+    """clip with a tensor bound, elementwise as torch's clamp: min(max(x, lo), hi) over the three broadcast together
+    and promoted to one dtype (a scalar bound takes the dtype it would in x + bound), NaN where any of them is NaN. The
+    gradient is torch's: to x where lo <= x <= hi, to lo where x < lo < hi, to hi where x > hi or hi < lo, and to none
+    where x < lo == hi."""
+    x = self
+    lo = min_ if min_ is None or isinstance(min_, Tensor) else x._broadcasted(min_)[1]
+    hi = max_ if max_ is None or isinstance(max_, Tensor) else x._broadcasted(max_)[1]
+    if lo is not None and hi is not None:
+      out = ((x > hi) | (hi < lo)).where(hi, hi.detach())
+      out = ((x < lo) & (lo < hi)).where(lo, out)
+      out = ((x >= lo) & (x <= hi)).where(x, out)
+    elif lo is not None:
+      out = (x < lo).where(lo, x)
+    else:
+      assert hi is not None
+      out = (x > hi).where(hi, x)
+    if not dtypes.is_float(out.dtype):
+      return out
+    nan = x.isnan()
+    for b in (lo, hi):
+      nan = nan if b is None else nan | b.isnan()
+    return nan.where(math.nan, out)
+
+  def clamp(self, min: Tensor | Scalar | None = None, max: Tensor | Scalar | None = None) -> Tensor:
     """torch's name (and argument names) for clip."""
     return self.clip(min, max)
 
@@ -1509,6 +1575,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       out = self.flatten().argmax(0)
       return out.reshape((1,) * self.ndim) if keepdim else out
     ax = self._resolve_axis(axis)
+    if self.ndim == 0:  # dims 0 and -1 of a 0-d tensor (torch): its one element is at index 0
+      return self.reshape(1).argmax(0)
     n = _concrete(self.shape[ax])
     is_max = self == self.max(ax, keepdim=True)
     if dtypes.is_float(self.dtype):  # a NaN is the max (max() propagates it) and never equals it: torch picks its index

@@ -322,6 +322,9 @@ class IndexingMixin:
     d = self._resolve_axis(dim)
     if not dtypes.is_int(index.dtype):  # a float index matched no position and gathered zeros
       raise DTypeError(f"gather: index must be an integer tensor, got {index.dtype}")
+    if (self.ndim == 0 or index.ndim == 0) and max(self.ndim, 1) == max(index.ndim, 1):
+      # a 0-d tensor or index counts as 1-d of one element (torch): the result has the index's shape
+      return self.reshape(self.shape or (1,)).gather(0, index.reshape(index.shape or (1,))).reshape(index.shape)
     if index.ndim != self.ndim:
       raise ShapeError(f"gather: index has {index.ndim} axes, the tensor {self.ndim}")
     if any(_concrete(i) > _concrete(s) for k, (i, s) in enumerate(zip(index.shape, self.shape)) if k != d):

@@ -57,20 +57,29 @@ class NNMixin:
 
   # ---------- softmax family ----------
   # half floats are computed in float32 and cast back (as torch): a sum of exps or squares passes 65504 easily
+  def _shift_max(self: Tensor, axis: int | Sequence[int] | None) -> Tensor:  # type: ignore[misc]
+    """The max over `axis` (kept), detached, that the softmax family subtracts for stability; 0 over an empty axis,
+    which has no max: softmax of it is empty and logsumexp log(0) = -inf, as torch."""
+    from tg.tensor import Tensor
+    axes = self._reduce_axes(axis)
+    if self.numel() == 0 and any(self.shape[a] == 0 for a in axes):
+      return Tensor.zeros(tuple(1 if i in axes else s for i, s in enumerate(self.shape)), dtype=self.dtype, device=self.device)
+    return self.max(axis, keepdim=True).detach()
+
   def softmax(self: Tensor, axis: int = -1) -> Tensor:  # type: ignore[misc]
     x = self._upcast_half()
-    m = x - x.max(axis, keepdim=True).detach()
+    m = x - x._shift_max(axis)
     e = m.exp()
     return (e / e.sum(axis, keepdim=True)).cast(self._out_float())
 
   def log_softmax(self: Tensor, axis: int = -1) -> Tensor:  # type: ignore[misc]
     x = self._upcast_half()
-    m = x - x.max(axis, keepdim=True).detach()
+    m = x - x._shift_max(axis)
     return (m - m.exp().sum(axis, keepdim=True).log()).cast(self._out_float())
 
   def logsumexp(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:  # type: ignore[misc]
     x = self._upcast_half()
-    m = x.max(axis, keepdim=True).detach()
+    m = x._shift_max(axis)
     m = (m.abs() == math.inf).where(0.0, m)  # all -inf (or inf) rows: don't subtract inf from inf
     out = ((x - m).exp().sum(axis, keepdim=True).log() + m).cast(self._out_float())
     return out if keepdim else out.squeeze_axes(self._reduce_axes(axis))
@@ -136,6 +145,8 @@ class NNMixin:
   @staticmethod
   def _conv_padding(padding: int | Sequence[int], n: int) -> list[int]:
     """torch's padding (one int, or one per axis) as pad2d's (left, right, top, bottom, ...)."""
+    if isinstance(padding, str):  # (4 characters read as 4 ints)
+      raise TypeError(f"padding {padding!r}: a padding string is for convolutions only; give ints (torch: a TypeError too)")
     if isinstance(padding, int):
       return [padding] * (2 * n)
     if len(padding) == n:
@@ -144,10 +155,35 @@ class NNMixin:
       return list(padding)
     raise ValueError(f"padding {padding} must be an int, {n} ints, or {2 * n} ints")
 
+  @staticmethod
+  def _padding_string(padding: str, kernel: Sequence[int], stride: int | tuple[int, ...], dilation: int | tuple[int, ...]) -> list[int]:
+    """torch's padding strings as pad2d's padding: 'valid' is none, 'same' keeps each spatial size (stride 1 only, as
+    torch) with d*(k-1) per axis, half before, and the odd one after."""
+    n = len(kernel)
+    if padding == "valid":
+      return [0] * (2 * n)
+    if padding != "same":
+      raise TgArgumentError(f"invalid padding string {padding!r}: 'valid' or 'same'")
+    if any(s != 1 for s in make_pair(stride, n)):
+      raise TgArgumentError(f"padding='same' is not supported for strided convolutions (stride {stride}), as torch")
+    totals = [d * (k - 1) for k, d in zip(kernel, make_pair(dilation, n))]
+    return [v for t in reversed(totals) for v in (t // 2, t - t // 2)]
+
+  @staticmethod
+  def _pool_padding(name: str, padding: int | Sequence[int], k: tuple[int, ...]) -> list[int]:
+    """A pool's padding as pad2d's, each side at most half its axis's kernel size, as torch demands (more would put a
+    window wholly in the padding: -inf from max_pool2d)."""
+    pads = NNMixin._conv_padding(padding, len(k))
+    for j, kk in enumerate(reversed(k)):
+      if max(pads[2 * j], pads[2 * j + 1]) > kk // 2:
+        raise TgArgumentError(f"{name}: padding {padding} must be at most half of the kernel size {k} on each side, as torch "
+                              "('pad should be at most half of effective kernel size')")
+    return pads
+
   def avg_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,  # type: ignore[misc]
                  dilation: int = 1, padding: int | Sequence[int] = 0) -> Tensor:
     k = make_pair(kernel_size)
-    x = self.pad2d(NNMixin._conv_padding(padding, len(k)))
+    x = self.pad2d(NNMixin._pool_padding("avg_pool2d", padding, k))
     return x._pool(k, stride if stride is not None else k, dilation).mean(tuple(range(-len(k), 0)))
 
   def max_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,  # type: ignore[misc]
@@ -155,12 +191,13 @@ class NNMixin:
     k = make_pair(kernel_size)
     # padded with the dtype's least value, which no window picks over its own: -inf for floats, and an integer tensor
     # stays integer, as torch's (a -inf padding promoted it to float)
-    x = self.pad2d(NNMixin._conv_padding(padding, len(k)), value=dtypes.min(self.dtype))
+    x = self.pad2d(NNMixin._pool_padding("max_pool2d", padding, k), value=dtypes.min(self.dtype))
     return x._pool(k, stride if stride is not None else k, dilation).max(tuple(range(-len(k), 0)))
 
   def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, ...] = 1,  # type: ignore[misc]
-             dilation: int | tuple[int, ...] = 1, padding: int | Sequence[int] = 0) -> Tensor:
-    """N-d convolution (torch's conv2d, which is a cross-correlation), as windows times weights, summed."""
+             dilation: int | tuple[int, ...] = 1, padding: int | Sequence[int] | str = 0) -> Tensor:
+    """N-d convolution (torch's conv2d, which is a cross-correlation), as windows times weights, summed. `padding` as
+    torch's: an int, one per spatial axis, pad2d's 2 per axis, or 'valid' or 'same'."""
     from tg.tensor import _concrete
     (bs, cin_), (cout, cin), hw = self.shape[:2], weight.shape[:2], weight.shape[2:]
     if groups * cin != cin_ or len(self.shape) != len(weight.shape):
@@ -168,7 +205,8 @@ class NNMixin:
     hw_ = tuple(_concrete(s) for s in hw)
     if _concrete(cout) % groups:
       raise ValueError(f"conv2d: {cout} output channels can't be split into {groups} groups")
-    x = self.pad2d(NNMixin._conv_padding(padding, len(hw_)))._pool(hw_, stride, dilation)  # (bs, cin_, *out, *hw)
+    pads = NNMixin._padding_string(padding, hw_, stride, dilation) if isinstance(padding, str) else NNMixin._conv_padding(padding, len(hw_))
+    x = self.pad2d(pads)._pool(hw_, stride, dilation)  # (bs, cin_, *out, *hw)
     rcout, oyx = _concrete(cout) // groups, x.shape[2:-len(hw_)]
     x = x.reshape((bs, groups, cin, 1, *oyx, *hw_)).expand((bs, groups, cin, rcout, *oyx, *hw_))
     x = x.permute((0, 1, 3, *[4 + i for i in range(len(oyx))], 2, *[4 + len(oyx) + i for i in range(len(hw_))]))  # (bs, g, rcout, *out, cin, *hw)
@@ -185,6 +223,9 @@ class NNMixin:
     hw = tuple(_concrete(s) for s in weight.shape[2:])
     n = len(hw)
     s_, d_, p_, op_ = make_pair(stride, n), make_pair(dilation, n), make_pair(padding, n), make_pair(output_padding, n)
+    if any(op >= s and op >= d for s, d, op in zip(s_, d_, op_)):
+      raise TgArgumentError(f"conv_transpose2d: output padding must be smaller than either stride or dilation, but got output_padding "
+                            f"{op_}, stride {s_} and dilation {d_} (as torch)")
     cin, rcout = _concrete(weight.shape[0]), _concrete(weight.shape[1])
     if cin % groups or _concrete(self.shape[1]) != cin:
       raise ValueError(f"conv_transpose2d: input {self.shape} doesn't match weight {weight.shape} with groups={groups}")

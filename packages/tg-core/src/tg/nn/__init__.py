@@ -28,10 +28,12 @@ class Conv2d:
   """N-d convolution (the kernel size's length says how many spatial axes)."""
 
   def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] = 1,
-               padding: int | Sequence[int] = 0, dilation: int | tuple[int, ...] = 1, groups: int = 1, bias: bool = True) -> None:
+               padding: int | Sequence[int] | str = 0, dilation: int | tuple[int, ...] = 1, groups: int = 1, bias: bool = True) -> None:
     if in_channels % groups or out_channels % groups:
       raise ValueError(f"in_channels {in_channels} and out_channels {out_channels} must both be divisible by groups {groups}")
     self.kernel_size = make_pair(kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+    if isinstance(padding, str):  # 'valid' or 'same' (stride 1): refused here, as torch.nn.Conv2d, not at the first call
+      Tensor._padding_string(padding, self.kernel_size, stride, dilation)
     self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
     self.weight = Tensor.kaiming_uniform(out_channels, in_channels // groups, *self.kernel_size, a=math.sqrt(5))
     bound = 1 / math.sqrt(prod(self.weight.shape[1:]))
@@ -41,7 +43,7 @@ class Conv2d:
     return x.conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation, padding=self.padding)
 
 
-def Conv1d(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, padding: int = 0, dilation: int = 1,
+def Conv1d(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, padding: int | str = 0, dilation: int = 1,
            groups: int = 1, bias: bool = True) -> Conv2d:
   return Conv2d(in_channels, out_channels, (kernel_size,), stride, padding, dilation, groups, bias)
 

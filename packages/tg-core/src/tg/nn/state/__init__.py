@@ -24,8 +24,8 @@ from tg.nn.state.pytorch import torch_load
 from tg.nn.state.safetensors import safe_load, safe_load_metadata, safe_save
 from tg.tensor import Tensor
 
-__all__ = ["StateDictKeyError", "WeightsFileError", "get_parameters", "get_state_dict", "ggml_data_to_tensor", "ggml_dequantize",
-           "gguf_load", "load_state_dict", "safe_load", "safe_load_metadata", "safe_save", "torch_load"]
+__all__ = ["StateDictKeyError", "StateDictTypeError", "WeightsFileError", "get_parameters", "get_state_dict", "ggml_data_to_tensor",
+           "ggml_dequantize", "gguf_load", "load_state_dict", "safe_load", "safe_load_metadata", "safe_save", "torch_load"]
 
 
 # ---------- finding a model's tensors ----------
@@ -59,6 +59,11 @@ def get_parameters(obj: Any) -> list[Tensor]:
   return list(get_state_dict(obj).values())
 
 
+class StateDictTypeError(TypeError, RuntimeError):
+  """A state dict value that isn't a Tensor (a numpy array, a torch tensor). A TypeError, and a RuntimeError as torch's
+  load_state_dict raises for one."""
+
+
 class StateDictKeyError(KeyError):
   """The keys of a state dict don't match the model's. A KeyError, as tinygrad raises for a missing key, but
   printed as a sentence (a plain KeyError prints the repr of its message)."""
@@ -88,8 +93,9 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
   Values move to the model tensor's device and take its dtype, so a float16 DISK tensor can fill a float32
   parameter on the compute device; the model's tensor objects stay the same, so optimizers and other holders
   of them see the new values. Every key is checked before anything is assigned, so a failed load leaves the
-  model as it was. `strict` demands the two key sets match exactly; `consume` deletes loaded entries from
-  `state_dict` so their (possibly large) source tensors can be freed as soon as possible."""
+  model as it was. Values must be Tensors, as in tinygrad and torch: a numpy array or a torch tensor raises
+  StateDictTypeError naming its key. `strict` demands the two key sets match exactly; `consume` deletes loaded
+  entries from `state_dict` so their (possibly large) source tensors can be freed as soon as possible."""
   model_state = get_state_dict(model)
   missing = [k for k in model_state if k not in state_dict]
   unexpected = [k for k in state_dict if k not in model_state]
@@ -97,17 +103,24 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
     raise StateDictKeyError(f"load_state_dict(strict=True): the state dict doesn't match the model: "
                    f"missing keys {missing}, unexpected keys {unexpected}")
   for k, v in model_state.items():
-    if k in state_dict and not _shapes_fit(tuple(state_dict[k].shape), tuple(v.shape)):
-      raise ValueError(f"load_state_dict: shape mismatch for {k!r}: the state dict has {tuple(state_dict[k].shape)}, "
+    if k not in state_dict:
+      continue
+    if not isinstance(src := state_dict[k], Tensor):
+      raise StateDictTypeError(f"load_state_dict: the value for {k!r} is a {type(src).__module__}.{type(src).__qualname__}, not a tg Tensor: "
+                               "convert it first (Tensor(array) for a numpy array; torch_load reads a torch checkpoint)")
+    if not _shapes_fit(tuple(src.shape), tuple(v.shape)):
+      raise ValueError(f"load_state_dict: shape mismatch for {k!r}: the state dict has {tuple(src.shape)}, "
                        f"the model has {tuple(v.shape)}")
   start_mem, st = GlobalCounters.mem_used, time.perf_counter()
+  # every new value is made (moved, cast) before the first assign, so an error making one assigns nothing
+  new = {k: _moved(state_dict[k], v).reshape(v.shape) for k, v in model_state.items() if k in state_dict}
   loaded: list[Tensor] = []
   for k, v in model_state.items():
-    if k not in state_dict:
+    if k not in new:
       if verbose:
         print(f"load_state_dict: not loading {k} (not in the state dict)")
       continue
-    v.assign(_moved(state_dict[k], v).reshape(v.shape))
+    v.assign(new[k])
     loaded.append(v)
     if consume:
       del state_dict[k]
