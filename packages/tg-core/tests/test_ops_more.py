@@ -129,6 +129,34 @@ def test_shifts(bits):
   helper_test_op(None, lambda a: a >> bits, lambda a: a >> bits, vals=[_ints((3, 5), 0, 255, dtype=np.uint8)])
 
 
+INT_WRAP = [(dtypes.int8, np.int8), (dtypes.int16, np.int16), (dtypes.int32, np.int32), (dtypes.int64, np.int64)]
+
+
+@pytest.mark.parametrize("dt,npdt", INT_WRAP, ids=[str(np.dtype(n)) for _, n in INT_WRAP])
+def test_int_overflow_wraps_in_fused_reduce(dt, npdt):
+  # signed overflow wraps (two's complement, as numpy and torch): a kernel that fuses the add into a compare and a sum
+  # must not let a C compiler assume it can't overflow (x + 1 > x folded to true gave 2 where torch gives 1)
+  if not is_dtype_supported(dt):
+    pytest.skip(f"device has no {np.dtype(npdt).name}")
+  info = np.iinfo(npdt)
+  exprs = [
+    (lambda a: (a + 1) > a, lambda v: (v + npdt(1)) > v),
+    (lambda a: (a - 1) < a, lambda v: (v - npdt(1)) < v),
+    (lambda a: (a * 2) > a, lambda v: (v * npdt(2)) > v),
+    (lambda a: (a * 3 + 7) > a, lambda v: (v * npdt(3) + npdt(7)) > v),
+    (lambda a: -a > 0, lambda v: -v > 0),
+  ]
+  for vals in ([info.max, 5], [info.max, info.max - 1, 5, info.min, -3, info.min + 1, 0, info.max // 2 + 1]):
+    v = np.array(vals, dtype=npdt)
+    a = Tensor(v, dtype=dt)
+    with np.errstate(over="ignore"):
+      for tg_fn, np_fn in exprs:
+        assert tg_fn(a).sum().item() == int(np_fn(v).sum()), f"{vals}"
+        assert tg_fn(a).numpy().tolist() == np_fn(v).tolist(), f"{vals}"
+      np.testing.assert_array_equal((a + 1).numpy(), v + npdt(1))  # the wrapped values themselves
+      np.testing.assert_array_equal((a * 2 - 1).max().numpy(), (v * npdt(2) - npdt(1)).max())
+
+
 def test_bitwise_on_float_raises():
   with pytest.raises(TypeError):
     _ = Tensor([1.0, 2.0]) & Tensor([1.0, 2.0])
