@@ -157,6 +157,52 @@ def test_int_overflow_wraps_in_fused_reduce(dt, npdt):
       np.testing.assert_array_equal((a * 2 - 1).max().numpy(), (v * npdt(2) - npdt(1)).max())
 
 
+SHIFT_DTYPES = [(dtypes.int8, np.int8), (dtypes.uint8, np.uint8), (dtypes.int16, np.int16), (dtypes.int32, np.int32),
+                (dtypes.int64, np.int64)]
+
+
+def _shift_vals(npdt):
+  info = np.iinfo(npdt)
+  return np.array([1, 3, 100, info.max, info.min, info.max // 2 + 1] + ([-1, -7] if info.min < 0 else [255, 0]), dtype=npdt)
+
+
+@pytest.mark.parametrize("dt,npdt", SHIFT_DTYPES, ids=[str(np.dtype(n)) for _, n in SHIFT_DTYPES])
+def test_shifts_by_the_width_or_more(dt, npdt):
+  # as torch: << by the bit width or more (or by a negative amount) is 0; >> then gives 0, or -1 for a negative signed
+  # value (the arithmetic shift saturates). C, LLVM and WGSL leave those shifts undefined or take the amount mod the width
+  if not is_dtype_supported(dt):
+    pytest.skip(f"device has no {np.dtype(npdt).name}")
+  v, bits = _shift_vals(npdt), np.dtype(npdt).itemsize * 8
+  a, t = Tensor(v), torch.tensor(v)
+  for s in sorted({-100, -40, -1, 0, 1, bits - 1, bits, bits + 1, 31, 32, 33, 63, 64, 65, 100}):
+    for tg_fn, t_fn in [(lambda x, y: x << y, lambda x, y: x << y), (lambda x, y: x >> y, lambda x, y: x >> y)]:
+      got, ref = tg_fn(a, s), t_fn(t, s)
+      assert got.dtype == dt
+      np.testing.assert_array_equal(got.numpy(), ref.numpy(), err_msg=f"shift by {s}")
+  # a tensor of amounts, broadcast, and a scalar shifted by a tensor (torch accepts both)
+  amounts = np.array([-3, -1, 0, 1, 2, bits - 1, bits, bits + 5], dtype=npdt if np.iinfo(npdt).min < 0 else np.int8).astype(npdt)
+  helper_test_op(None, lambda x, y: x << y, lambda x, y: x << y, vals=[v.reshape(-1, 1), amounts.reshape(1, -1)])
+  helper_test_op(None, lambda x, y: x >> y, lambda x, y: x >> y, vals=[v.reshape(-1, 1), amounts.reshape(1, -1)])
+  helper_test_op(None, lambda y: 5 << y, lambda y: 5 << y, vals=[amounts])
+  helper_test_op(None, lambda y: -9 >> y if np.iinfo(npdt).min < 0 else 200 >> y, lambda y: -9 >> y if np.iinfo(npdt).min < 0 else 200 >> y,
+                 vals=[amounts])
+
+
+def test_shift_by_a_tensor_promotes_and_rejects_floats():
+  if not is_dtype_supported(dtypes.int64):
+    pytest.skip("device has no int64")
+  x, y = np.array([5, -5, 1 << 20], dtype=np.int32), np.array([2, 40, 33], dtype=np.int64)  # int32 << int64 is int64 (torch)
+  helper_test_op(None, lambda a, b: a << b, lambda a, b: a << b, vals=[x, y])
+  helper_test_op(None, lambda a, b: a >> b, lambda a, b: a >> b, vals=[x, y])
+  c = Tensor([1, 2], dtype=dtypes.int32)
+  c <<= Tensor([3, 31], dtype=dtypes.int32)
+  assert c.numpy().tolist() == [8, 0]
+  with pytest.raises(TypeError):
+    _ = Tensor([1, 2]) << Tensor([1.0, 2.0])
+  with pytest.raises(TypeError):
+    _ = Tensor([1, 2]) << 1.5
+
+
 def test_bitwise_on_float_raises():
   with pytest.raises(TypeError):
     _ = Tensor([1.0, 2.0]) & Tensor([1.0, 2.0])

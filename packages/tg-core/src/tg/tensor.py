@@ -1209,19 +1209,42 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     """torch's name (and argument names) for clip."""
     return self.clip(min, max)
 
-  def rshift(self, bits: int) -> Tensor:
+  def rshift(self, bits: Tensor | int, reverse: bool = False) -> Tensor:
+    """self >> bits, arithmetic for signed dtypes. As torch: by the bit width or more, or by a negative amount, the
+    result is 0, or -1 for a negative signed value."""
     from tg.ops import BinaryOps
-    return self._shift(BinaryOps.SHR, bits)
+    return self._shift(BinaryOps.SHR, bits, reverse)
 
-  def lshift(self, bits: int) -> Tensor:
+  def lshift(self, bits: Tensor | int, reverse: bool = False) -> Tensor:
+    """self << bits, wrapping. As torch: by the bit width or more, or by a negative amount, the result is 0."""
     from tg.ops import BinaryOps
-    return self._shift(BinaryOps.SHL, bits)
+    return self._shift(BinaryOps.SHL, bits, reverse)
 
-  def _shift(self, op: Any, bits: int) -> Tensor:
-    if not dtypes.is_int(self.dtype):
-      raise DTypeError(f"bit shifts need an integer tensor, not {self.dtype}")
-    lb = self.lazydata
-    return Tensor(lb.e(op, lb.const(bits)))  # type: ignore[arg-type]  # (a MultiLazyBuffer's const is a MultiLazyBuffer)
+  def _shift(self, op: Any, bits: Tensor | int, reverse: bool = False) -> Tensor:
+    # a shift by the bit width or more (or by a negative amount) is undefined in C and LLVM, and WGSL takes the amount
+    # mod the width: such amounts are settled here, for every device, and the shift ops only ever see 0 .. width-1
+    from tg.ops import BinaryOps
+    if not isinstance(bits, Tensor) and not reverse:
+      if type(bits).__module__ == "numpy" and getattr(bits, "ndim", None) == 0:
+        bits = bits.item()  # type: ignore[attr-defined]
+      if not isinstance(bits, int):
+        raise TypeError(f"a shift amount must be an int or an integer Tensor, not {type(bits).__name__}")
+      if not dtypes.is_int(self.dtype):
+        raise DTypeError(f"bit shifts need an integer tensor, not {self.dtype}")
+      lb, width = self.lazydata, self.dtype.itemsize * 8
+      if not 0 <= bits < width:  # all bits shifted out: 0, or the sign everywhere (a shift by width - 1)
+        if op is BinaryOps.SHL or dtypes.is_unsigned(self.dtype):
+          return Tensor(lb.const(0))
+        bits = width - 1
+      return Tensor(lb.e(op, lb.const(bits)))  # type: ignore[arg-type]  # (a MultiLazyBuffer's const is a MultiLazyBuffer)
+    x, y = self._broadcasted(bits, reverse)
+    if not dtypes.is_int(x.dtype):
+      raise DTypeError(f"bit shifts need integer tensors, not {x.dtype}")
+    width = x.dtype.itemsize * 8
+    out = (y < 0) | (y >= width) if not dtypes.is_unsigned(y.dtype) else y >= width
+    if op is BinaryOps.SHR and not dtypes.is_unsigned(x.dtype):
+      return Tensor(x.lazydata.e(op, out.where(width - 1, y).lazydata))  # type: ignore[arg-type]
+    return out.where(0, Tensor(x.lazydata.e(op, out.where(0, y).lazydata)))  # type: ignore[arg-type]
 
   def xor(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
     a, b = self._broadcasted(x, reverse)
@@ -1346,8 +1369,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def __invert__(self) -> Tensor: return self.bitwise_not()
   def __and__(self, x: Tensor | Scalar) -> Tensor: return self.bitwise_and(x)
   def __or__(self, x: Tensor | Scalar) -> Tensor: return self.bitwise_or(x)
-  def __rshift__(self, x: int) -> Tensor: return self.rshift(x)
-  def __lshift__(self, x: int) -> Tensor: return self.lshift(x)
+  def __rshift__(self, x: Tensor | int) -> Tensor: return self.rshift(x)
+  def __lshift__(self, x: Tensor | int) -> Tensor: return self.lshift(x)
+  def __rrshift__(self, x: int) -> Tensor: return self.rshift(x, True)
+  def __rlshift__(self, x: int) -> Tensor: return self.lshift(x, True)
   def __radd__(self, x: Scalar) -> Tensor: return self.add(x, True)
   def __rsub__(self, x: Scalar) -> Tensor: return self.sub(x, True)
   def __rmul__(self, x: Scalar) -> Tensor: return self.mul(x, True)
@@ -1368,8 +1393,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def __iand__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.bitwise_and(x))
   def __ior__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.bitwise_or(x))
   def __ixor__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.xor(x))
-  def __ilshift__(self, x: int) -> Tensor: return self.assign(self.lshift(x))
-  def __irshift__(self, x: int) -> Tensor: return self.assign(self.rshift(x))
+  def __ilshift__(self, x: Tensor | int) -> Tensor: return self.assign(self.lshift(x))
+  def __irshift__(self, x: Tensor | int) -> Tensor: return self.assign(self.rshift(x))
 
   # ---------- reductions ----------
   def _reduce_axes(self, axis: int | Sequence[int] | None) -> tuple[int, ...]:
