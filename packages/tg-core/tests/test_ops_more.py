@@ -7,6 +7,7 @@ import pytest
 from test_ops import F32, TRANS, _no_ties, _nonzero, _small_ints, _uniform, helper_test_op
 
 from tg import Device, Tensor, dtypes
+from tg.conformance._kit import is_slow_device
 from tg.device import is_dtype_supported
 
 torch = pytest.importorskip("torch")
@@ -903,6 +904,55 @@ def test_randint(low, high, dtype):
     assert len(np.unique(v)) == high - low  # 1000 draws hit every value of a small range
   with pytest.raises(ValueError):
     Tensor.randint(3, low=5, high=5)
+
+
+def _chi2_uniform(counts):
+  """Pearson's chi-square of counts against equal expected counts, and a loose bound for it (its mean k-1 plus
+  eight standard deviations: a fixed seed either passes it or is badly non-uniform)."""
+  counts = np.asarray(counts, dtype=np.float64)
+  k, e = len(counts), counts.sum() / len(counts)
+  return float(((counts - e) ** 2 / e).sum()), (k - 1) + 8 * math.sqrt(2 * (k - 1))
+
+
+RANDINT_WIDE = [
+  (0, 2 ** 40, dtypes.int64), (2 ** 40, 2 ** 40 + 10, dtypes.int64), (-2 ** 31, 2 ** 31 - 1, dtypes.int32),
+  (-2 ** 31, 2 ** 31, dtypes.int32), (0, 3 * 2 ** 30, dtypes.int64), (-2 ** 63, 2 ** 63 - 1, dtypes.int64),
+  (-2 ** 63, 2 ** 63, dtypes.int64), (-(10 ** 12), -(10 ** 12) + 7, dtypes.int64), (-128, 128, dtypes.int8), (0, 256, dtypes.uint8),
+  (0, 2 ** 16, dtypes.uint16), (0, 3 * 2 ** 30, dtypes.uint32), (-5, 7, dtypes.float32),
+]
+
+
+@pytest.mark.parametrize("low,high,dtype", RANDINT_WIDE, ids=[f"{lo}_{hi}_{dt}" for lo, hi, dt in RANDINT_WIDE])
+def test_randint_wide_ranges(low, high, dtype):
+  # ranges past float32's 24 bits, 64-bit bounds and the full range of a dtype: every value in [low, high), uniform
+  # (the float computation gave negatives for [0, 2^40), lost low = 2^40, and multiples of 128 for int32's range)
+  if not is_dtype_supported(dtype) or (high - low > 2 ** 16 and not is_dtype_supported(dtypes.uint64)):
+    pytest.skip("device has no 64-bit integers (ranges past 2^16 draw 64 random bits, so the modulo's bias is negligible)")
+  Tensor.manual_seed(7)
+  n = 5000 if is_slow_device() else 40000  # (the PYTHON interpreter: 64-bit modulos of 40000 take 15 s)
+  t = Tensor.randint(n, low=low, high=high, dtype=dtype)
+  assert t.dtype == dtype and t.shape == (n,)
+  v = [int(x) for x in t.numpy().tolist()]
+  assert min(v) >= low and max(v) < high
+  r = high - low
+  if r <= 16:
+    assert len(set(v)) == r
+    counts = np.bincount([x - low for x in v], minlength=r)
+  else:
+    assert len(set(v)) > (0.95 * n if r > 2 ** 24 else min(r, n) * 0.5)  # (int32's range from float32 had 2^25 values)
+    counts = np.bincount([(x - low) * 16 // r for x in v], minlength=16)  # 16 equal bins of the range
+  chi2, bound = _chi2_uniform(counts)
+  assert chi2 < bound, (counts, chi2)
+
+
+def test_randint_checks_its_bounds():
+  # as torch: low < high, and both inside the dtype (torch: "from is out of bounds", "to - 1 is out of bounds")
+  for low, high, dt in [(5, 5, dtypes.int32), (6, 5, dtypes.int32), (0, 300, dtypes.uint8), (-1, 5, dtypes.uint8),
+                        (0, 2 ** 40, dtypes.int32), (-2 ** 31 - 1, 0, dtypes.int32), (0, 2 ** 63 + 1, dtypes.int64)]:
+    with pytest.raises(ValueError):
+      Tensor.randint(3, low=low, high=high, dtype=dt)
+  with pytest.raises(TypeError):
+    Tensor.randint(3, low=0.5, high=4)
 
 
 def test_normal_moments():

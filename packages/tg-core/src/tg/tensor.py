@@ -618,12 +618,32 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   @_on_devices
   def randint(*shape: Any, low: int = 0, high: int = 10, **kwargs: Any) -> Tensor:
-    """Uniform integers in [low, high)."""
+    """Uniform integers in [low, high), as torch: random bits % (high - low) + low, in an unsigned integer as wide as
+    the result (64 bits for 64-bit dtypes), wrapping. A range past 2^16 takes 64 random bits where the device has
+    64-bit integers, so the modulo's bias stays below 2^-32 (with 32 bits, as torch's below 2^32, a range near 2^32
+    draws its low values up to twice as often). A float dtype gets the integers of int64 (int32 without it)."""
+    if isinstance(low, bool) or isinstance(high, bool) or not isinstance(low, int) or not isinstance(high, int):
+      raise TypeError(f"randint's low and high must be ints, got {low!r} and {high!r}")
     if high <= low:
       raise TgArgumentError(f"randint needs low < high, got [{low}, {high})")
     dtype = to_dtype(kwargs.pop("dtype", dtypes.int32))
-    u = Tensor.rand(*shape, device=kwargs.pop("device", None))
-    return Tensor((u * (high - low)).cast(dtypes.int32).add(low).cast(dtype).lazydata, **kwargs)
+    device = Device.canonicalize(kwargs.pop("device", None))
+    work = dtype if dtypes.is_int(dtype) else dtypes.int64 if is_dtype_supported(dtypes.int64, device) else dtypes.int32
+    lowest, highest = (0, 1) if dtype == dtypes.bool else (dtypes.min(work), dtypes.max(work))
+    if low < lowest:
+      raise TgArgumentError(f"randint: low={low} is out of bounds for {dtype}")
+    if high - 1 > highest:
+      raise TgArgumentError(f"randint: high - 1 = {high - 1} is out of bounds for {dtype}")
+    r, n = high - low, prod(argfix(*shape))
+    words = 2 if r > 1 << 32 or (r > 1 << 16 and is_dtype_supported(dtypes.uint64, device)) else 1
+    ut = dtypes.uint64 if words == 2 or work.itemsize == 8 else dtypes.uint32
+    width = ut.itemsize * 8
+    bits = Tensor._random_bits(n * words, device)
+    u = (bits[:n].cast(ut).lshift(32) | bits[n:].cast(ut)) if words == 2 else bits.cast(ut)
+    if r != 1 << width:  # (the whole range of ut: the bits themselves)
+      u = u % r
+    v = (u + low % (1 << width)).cast(work).cast(dtype)  # low's bits added in ut (wrapping), then ut's low bits as work
+    return Tensor(v.reshape(argfix(*shape)).lazydata, device=device, **kwargs)
 
   @staticmethod
   @_on_devices
