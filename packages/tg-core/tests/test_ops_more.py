@@ -1011,6 +1011,65 @@ def test_multinomial_2d_and_errors():
     Tensor.ones(2, 2, 2).multinomial(1)
 
 
+def test_multinomial_without_replacement_draws_distinct_indices():
+  # more samples than nonzero weights: every index once, the zero weights after the others (torch 2.x on CPU does the
+  # same: the top k of w / Exp(1)); tg drew the same index again once the weights left were all 0 ([2 0 0])
+  for seed in range(4):
+    Tensor.manual_seed(seed)
+    s = Tensor([0.1, 0.0, 0.9]).multinomial(3).numpy()
+    assert sorted(s.tolist()) == [0, 1, 2] and s[2] == 1, s
+    s2 = Tensor([[1.0, 0.0, 0.0, 2.0], [0.0, 0.0, 3.0, 0.0]]).multinomial(4).numpy()
+    assert all(sorted(row) == [0, 1, 2, 3] for row in s2.tolist()), s2
+    assert set(s2[0, :2].tolist()) == {0, 3} and s2[1, 0] == 2, s2
+  ref = torch.tensor([[1.0, 0.0], [1.0, 1.0]]).multinomial(2)
+  assert Tensor([[1.0, 0.0], [1.0, 1.0]]).multinomial(2).numpy()[0].tolist() == ref[0].tolist() == [0, 1]
+
+
+def test_multinomial_without_replacement_frequencies():
+  # drawing without replacement in order: P(first = i) = p_i, P(second = j) = sum_i!=j p_i p_j / (1 - p_i)
+  Tensor.manual_seed(11)
+  p = np.array([1.0, 2.0, 3.0, 4.0]) / 10
+  rows = 4000
+  s = Tensor(np.tile(p.astype(np.float32), (rows, 1))).multinomial(2).numpy()
+  assert s.shape == (rows, 2) and (s[:, 0] != s[:, 1]).all()
+  second = np.array([sum(p[i] * p[j] / (1 - p[i]) for i in range(4) if i != j) for j in range(4)])
+  np.testing.assert_allclose(np.bincount(s[:, 0], minlength=4) / rows, p, atol=0.03)
+  np.testing.assert_allclose(np.bincount(s[:, 1], minlength=4) / rows, second, atol=0.03)
+  Tensor.manual_seed(12)
+  one = Tensor(np.tile(p.astype(np.float32), (rows, 1))).multinomial(1).numpy()[:, 0]
+  np.testing.assert_allclose(np.bincount(one, minlength=4) / rows, p, atol=0.03)
+
+
+MULTINOMIAL_BAD = [
+  ("negative", [-1.0, 2.0], "probability tensor contains"),
+  ("inf", [math.inf, 1.0], "probability tensor contains"),
+  ("nan", [math.nan, 1.0], "probability tensor contains"),
+  ("all zero", [0.0, 0.0], "sum of probabilities <= 0"),
+  ("a zero row", [[1.0, 2.0], [0.0, 0.0]], "sum of probabilities <= 0"),
+]
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+@pytest.mark.parametrize("name,w,msg", MULTINOMIAL_BAD, ids=[m[0] for m in MULTINOMIAL_BAD])
+def test_multinomial_rejects_invalid_weights(name, w, msg, replacement):
+  # as torch (RuntimeError): weights given as data, or computed (checked when the samples are realized)
+  for k in (1, 2):
+    with pytest.raises(RuntimeError):
+      torch.tensor(w).multinomial(k, replacement=replacement)
+    with pytest.raises(RuntimeError, match=msg):
+      Tensor(w).multinomial(k, replacement=replacement).numpy()
+    with pytest.raises(RuntimeError, match=msg):
+      (Tensor(w) * 1.0 + Tensor.zeros(2)).contiguous().multinomial(k, replacement=replacement).numpy()
+
+
+def test_multinomial_needs_a_sample():
+  for replacement in (True, False):
+    with pytest.raises(RuntimeError):
+      torch.tensor([1.0, 2.0]).multinomial(0, replacement=replacement)
+    with pytest.raises(ValueError, match="num_samples"):
+      Tensor([1.0, 2.0]).multinomial(0, replacement=replacement)
+
+
 RANDOM_CREATORS = [
   ("rand", lambda: Tensor.rand(3, 4)),
   ("randn", lambda: Tensor.randn(3, 4)),

@@ -79,6 +79,34 @@ def _run(lbs: Sequence[LazyBuffer | MultiLazyBuffer]) -> None:
   realize_lazybuffers(targets)
 
 
+def _weights_error(code: int | None) -> BaseException:
+  """multinomial's error (torch's messages) for the code _check_weights's detail computes."""
+  if code == 1:
+    return TgArgumentError("multinomial: probability tensor contains either `inf`, `nan` or element < 0")
+  if code == 2:
+    return TgArgumentError("multinomial: invalid multinomial distribution (sum of probabilities <= 0)")
+  return TgArgumentError("multinomial: invalid weights (an element negative, inf or NaN, or a row summing to 0)")
+
+
+def _check_weights(result: Tensor, w: Tensor) -> None:
+  """Make multinomial's `result` raise when realized (a lazy guard, tg.divcheck) where the weights `w` (rows of the
+  last axis) hold a negative, inf or NaN element, or a row of zeros: the draws from them would be meaningless."""
+  bad = ((w >= 0) & (w < math.inf)).logical_not().any()  # (NaN compares false both ways)
+  flag = bad | (w > 0).any(1).logical_not().any()
+
+  def detail() -> LazyBuffer:  # the failure path only: which of the two
+    b = bad.to(bad.device[0]) if isinstance(bad.device, tuple) else bad
+    lb = b.where(1, 2).cast(dtypes.int32).lazydata
+    assert isinstance(lb, LazyBuffer)
+    return lb
+
+  fl = flag.lazydata if isinstance(flag.lazydata, LazyBuffer) and flag.lazydata.is_unrealized_const() else flag.contiguous().lazydata
+  flags = fl.to_axis(None).lbs if isinstance(fl, MultiLazyBuffer) else [fl]
+  on = {f.device: f for f in flags}
+  for rp in _parts([result.lazydata]):  # every part of a sharded result, by the flag on its device
+    divcheck.guard(rp, on.get(rp.device, flags[0]), _weights_error, detail)
+
+
 def _index_dtype(n: int, device: str) -> DType:
   """The dtype of indices into n elements: int32, or int64 past int32's range where the device has it (else int32,
   and the kernel's lowering refuses the indices that pass it)."""
@@ -675,30 +703,29 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return Tensor.normal(*s, mean=0.0, std=std, **kwargs)
 
   def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
-    """Sample indices from the (unnormalized) weights in the last axis: inverse transform of uniforms.
-    Without replacement, samples are drawn one at a time, each drawn index's weight then set to 0."""
+    """Sample indices from the (unnormalized) weights in the last axis, as torch. With replacement, several samples:
+    inverse transform of uniforms. Otherwise the k largest of w / Exp(1) (torch's way, the Gumbel-max trick): in the
+    order of drawing one at a time, each drawn index then out, so the indices are distinct, the zero weights last.
+    Weights that are negative, inf or NaN, or a row of zeros, raise RuntimeError when the samples are realized."""
     if self.ndim not in (1, 2):
       raise ShapeError(f"multinomial needs weights of 1 or 2 axes, got {self.shape}")
+    if num_samples < 1:
+      raise TgArgumentError(f"multinomial: cannot sample num_samples={num_samples} <= 0 samples")
     w = self.unsqueeze(0) if self.ndim == 1 else self
+    w = w if dtypes.is_float(w.dtype) else w.cast(dtypes.default_float)
     n = _concrete(w.shape[1])
     if not replacement and num_samples > n:
       raise TgArgumentError(f"can't draw {num_samples} samples without replacement from {n} categories")
-
-    def draw(weights: Tensor, k: int) -> Tensor:
-      cdf = weights.cumsum(1)
+    if replacement and num_samples > 1:
+      cdf = w.cumsum(1)
       cdf = cdf / cdf[:, -1:]
-      u = Tensor.rand(w.shape[0], k, 1, device=self.device)
-      return (cdf.unsqueeze(1) < u).sum(2).cast(dtypes.int32).minimum(n - 1)  # rounding can put u past the last cdf
-
-    if replacement or num_samples == 1:
-      idx = draw(w, num_samples)
+      u = Tensor.rand(w.shape[0], num_samples, 1, device=self.device)
+      idx = (cdf.unsqueeze(1) < u).sum(2).cast(dtypes.int32).minimum(n - 1)  # rounding can put u past the last cdf
     else:
-      picks, weights = [], w
-      for _ in range(num_samples):
-        pick = draw(weights, 1)
-        picks.append(pick)
-        weights = (Tensor.arange(n, device=self.device).reshape(1, n) == pick).where(0.0, weights)
-      idx = picks[0].cat(*picks[1:], dim=1)
+      e = -(1 - Tensor.rand(*w.shape, device=self.device)).log()  # Exp(1): 1 - u is in (0, 1]
+      keys = (w > 0).where(w / e, -1.0)  # a zero weight below every other (w / 0 is inf: drawn first)
+      idx = (keys.argmax(1, keepdim=True) if num_samples == 1 else keys.topk(num_samples, 1)[1]).cast(dtypes.int32)
+    _check_weights(idx, w)
     return idx.squeeze(0) if self.ndim == 1 else idx
 
   def rand_like(self, **kwargs: Any) -> Tensor:
