@@ -476,6 +476,60 @@ def test_cumsum_int():
   helper_test_op(None, lambda x: x.cumsum(1).to(_torch_int_acc()), lambda x: x.cumsum(1), vals=[_ints((3, 5), -10, 10)])
 
 
+CUMSUM_LENGTHS = [255, 256, 257, 511, 512, 513, 1000, 65537]
+
+
+@pytest.mark.parametrize("n", CUMSUM_LENGTHS)
+def test_cumsum_long_axes(n):
+  # around the block size of the long-axis split, and past it: ints exact (summed in int64 as torch), floats close to
+  # float64's running sum, on the last axis and a non-last one, with the gradient (a reverse running count) vs torch
+  slow = is_slow_device()
+  if slow and n != 513:
+    pytest.skip("an interpreter takes a minute per running sum of 513 (n * 256 work): that length only")
+  rng = np.random.default_rng(n)
+  acc = np.int64 if is_dtype_supported(dtypes.int64) else np.int32
+  v = rng.integers(-1000, 1000, size=(1 if slow else 2, n)).astype(np.int32)
+  np.testing.assert_array_equal(Tensor(np.ascontiguousarray(v.T)).cumsum(0).numpy(), v.T.astype(acc).cumsum(0))
+  f = rng.uniform(-1, 1, size=(1 if slow else 2, n)).astype(np.float32)
+  ref, tol = f.astype(np.float64).cumsum(1), dict(atol=2e-4 * math.sqrt(n), rtol=1e-5)
+  got = Tensor(f).cumsum(1).numpy()
+  assert got.dtype == np.float32
+  np.testing.assert_allclose(got, ref, **tol)
+  if slow:
+    return
+  np.testing.assert_array_equal(Tensor(v).cumsum(1).numpy(), v.astype(acc).cumsum(1))
+  helper_test_op(None, lambda x: (x * x).cumsum(0), lambda x: (x * x).cumsum(0), vals=[np.ascontiguousarray(f.T)], **tol,
+                 grad_atol=1e-3, grad_rtol=1e-5)
+
+
+def test_cumsum_long_axes_of_other_dtypes():
+  if is_slow_device():
+    pytest.skip("an interpreter: minutes (test_cumsum_long_axes[513] checks the split there)")
+  n, rng = 1000, np.random.default_rng(5)
+  acc = np.int64 if is_dtype_supported(dtypes.int64) else np.int32
+  for npdt, low, high in [(np.uint8, 0, 256), (np.bool_, 0, 2)]:
+    v = rng.integers(low, high, size=(3, 1, n)).astype(npdt)
+    np.testing.assert_array_equal(Tensor(v).cumsum(-1).numpy(), v.astype(acc).cumsum(-1))
+  if is_dtype_supported(dtypes.float16):  # added in float32 across the blocks, rounded once: as close as the short path
+    h = rng.uniform(-1, 1, size=(2, n)).astype(np.float16)
+    got = Tensor(h).cumsum(1).numpy()
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got, h.astype(np.float64).cumsum(1), atol=0.02, rtol=1e-3)
+
+
+def test_cumsum_of_a_million_is_fast():
+  # the long-axis split: n * 256 work, not n^2 (a window of n over n-1 zero pads): 2^20 took minutes, 300000 67 s
+  if is_slow_device():
+    pytest.skip("an interpreter: the split's n * 256 work is still minutes there")
+  import time
+  v = np.ones(1 << 20, dtype=np.float32)
+  start = time.perf_counter()
+  out = Tensor(v).cumsum(0).numpy()  # compiling included
+  took = time.perf_counter() - start
+  assert out[0] == 1 and out[-1] == 1 << 20 and out[12345] == 12346
+  assert took < 10, f"cumsum of 2^20 took {took:.1f} s"
+
+
 # ---------- movement ----------
 
 

@@ -79,6 +79,10 @@ def _run(lbs: Sequence[LazyBuffer | MultiLazyBuffer]) -> None:
   realize_lazybuffers(targets)
 
 
+# cumsum over an axis longer than twice this runs in blocks of this many elements (tinygrad 0.9.1's SPLIT)
+CUMSUM_BLOCK = 256
+
+
 def _weights_error(code: int | None) -> BaseException:
   """multinomial's error (torch's messages) for the code _check_weights's detail computes."""
   if code == 1:
@@ -1546,15 +1550,33 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return self.logical_not().any(axis, keepdim).logical_not()
 
   def cumsum(self, axis: int = 0) -> Tensor:
-    """Running sum along `axis`: each output sums a window of the input padded by n-1 zeros in front."""
+    """Running sum along `axis`. Up to 2 * CUMSUM_BLOCK elements, each output sums a window of the input padded by n-1
+    zeros in front (n^2 work, one kernel). A longer axis is cut into blocks (tinygrad's split): each block's running
+    sums that way, plus the running sum of the totals of the blocks before it (blocked again where there are many):
+    about n * CUMSUM_BLOCK work. 2^20 elements took minutes as one window sum."""
     ax = self._resolve_axis(axis)
     if self.ndim == 0:
       return self
     n = _concrete(self.shape[ax])
     if n <= 1:
       return self
-    x = self.transpose(ax, -1).pad2d((n - 1, 0))._pool((n,)).sum(-1)
-    return x.transpose(ax, -1)
+    return self.transpose(ax, -1)._cumsum_last().transpose(ax, -1)
+
+  def _cumsum_last(self) -> Tensor:
+    n = _concrete(self.shape[-1])
+    if n <= 2 * CUMSUM_BLOCK:
+      return self.pad2d((n - 1, 0))._pool((n,)).sum(-1)
+    # half floats add in float32 across the blocks too (each window sum does already), rounded once at the end
+    x = self.cast(dtypes.float32) if self.dtype in (dtypes.float16, dtypes.bfloat16) else self
+    b, nb = CUMSUM_BLOCK, -(-n // CUMSUM_BLOCK)
+    lead = x.shape[:-1]
+    # zeros in front make the last block whole; the blocks are copied out first, so the window sums index a plain
+    # buffer, not the padded view, and the sums are kept (read twice: for the totals and the result)
+    inner = x.pad2d((nb * b - n, 0)).reshape(*lead, nb, b).contiguous()._cumsum_last().contiguous()
+    totals = inner.shrink(tuple([None] * len(lead) + [(0, nb - 1), (b - 1, b)])).reshape(*lead, nb - 1)
+    before = totals._cumsum_last().pad2d((1, 0))  # the sum of the blocks before each block (0 before the first)
+    out = (inner + before.unsqueeze(-1)).reshape(*lead, nb * b).shrink(tuple([None] * len(lead) + [(nb * b - n, nb * b)]))
+    return out.cast(self.dtype) if x is not self else out
 
   def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
     if dtypes.is_float(self.dtype):
