@@ -103,6 +103,36 @@ def test_compile_cache_keys_on_the_cpu_native_targets(monkeypatch: pytest.Monkey
   assert key is not None and other is not None and key != other
 
 
+@pytest.mark.parametrize("level", ["native", "x86-64-v2", "x86-64-v3", "aarch64"])
+def test_signed_overflow_wraps_on_every_target(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+  """Every target builds with -fwrapv (signed overflow wraps as tg's ints do; C leaves it undefined and clang -O2 folds
+  `x < x + 1` to true), and the cache key changes with the flags, so objects built without it are never reused."""
+  from tg.renderer.cpu_target import CROSS, LEVELS, CPUTarget, cpu_target
+  from tg_clang import compiler
+  if level == "aarch64":
+    _, isa, vbytes, regs, fma, _ = CROSS["aarch64"]
+    target = CPUTarget("aarch64", "aarch64", isa, vbytes, regs, fma, True, 32 << 10, 1 << 20, 8 << 20)
+  elif level != "native":
+    _, isa, vbytes, regs, fma = LEVELS[level]
+    target = CPUTarget(level, "x86_64", isa, vbytes, regs, fma, True, 32 << 10, 1 << 20, 8 << 20)
+  else:
+    target = cpu_target()
+  monkeypatch.setattr(compiler, "cpu_target", lambda: target)
+  flags = ClangCompiler().flags()
+  assert "-fwrapv" in flags and "-O2" in flags, flags
+  key = ClangCompiler().cachekey
+  monkeypatch.setattr(ClangCompiler, "flags", lambda self: [f for f in flags if f != "-fwrapv"])
+  assert ClangCompiler().cachekey != key
+  # what the flag does, to assembly only (so it runs for any target this clang can emit): the compare survives
+  src = "int k(int x) { return x < x + 1; }\n"
+  triple = ["--target=aarch64-linux-gnu"] if level == "aarch64" else ["--target=x86_64-linux-gnu"] if level != "native" else []
+  def asm(extra: list[str]) -> str:
+    out = subprocess.run([compiler.CLANG, *triple, "-O2", *extra, "-S", "-emit-llvm", "-o", "-", "-x", "c", "-"], input=src,
+                         capture_output=True, text=True, check=True)
+    return out.stdout
+  assert "icmp" in asm(["-fwrapv"]) and "icmp" not in asm([])
+
+
 # Intel CPUs clang tunes to prefer 256-bit vectors even though they have AVX-512
 PREFER_256_CPUS = ("skylake-avx512", "icelake-server", "rocketlake", "sapphirerapids")
 

@@ -374,3 +374,13 @@ def test_a_failed_sharded_realize_leaves_nothing_that_looks_computed(devs: tuple
   finally:
     realize.CompiledRunner.__call__ = orig  # type: ignore[method-assign]
   np.testing.assert_allclose(out.numpy(), np.exp(a * 2 + 1), rtol=1e-5)
+
+
+def test_multinomial_of_sharded_weights(devs: tuple[str, str]) -> None:
+  """Rows sharded over two instances: distinct indices without replacement, and invalid weights in one part raise."""
+  w = Tensor([[1.0, 2.0, 0.0], [3.0, 4.0, 5.0]]).shard(devs, axis=0)
+  s = w.multinomial(3).numpy()
+  assert [sorted(r) for r in s.tolist()] == [[0, 1, 2], [0, 1, 2]] and s[0, 2] == 2
+  for bad, msg in [([[1.0, 2.0, 0.0], [0.0, 0.0, 0.0]], "sum of probabilities"), ([[1.0, -2.0, 0.0], [1.0, 0.0, 0.0]], "element < 0")]:
+    with pytest.raises(RuntimeError, match=msg):
+      Tensor(bad).shard(devs, axis=0).multinomial(2).numpy()

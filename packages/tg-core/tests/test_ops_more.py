@@ -7,6 +7,7 @@ import pytest
 from test_ops import F32, TRANS, _no_ties, _nonzero, _small_ints, _uniform, helper_test_op
 
 from tg import Device, Tensor, dtypes
+from tg.conformance._kit import is_slow_device
 from tg.device import is_dtype_supported
 
 torch = pytest.importorskip("torch")
@@ -165,6 +166,80 @@ def test_shifts(bits):
   helper_test_op(None, lambda a: a << bits, lambda a: a << bits, vals=[_ints((3, 5), -100, 100)])
   helper_test_op(None, lambda a: a >> bits, lambda a: a >> bits, vals=[_ints((3, 5), -100, 100)])  # arithmetic shift of negatives
   helper_test_op(None, lambda a: a >> bits, lambda a: a >> bits, vals=[_ints((3, 5), 0, 255, dtype=np.uint8)])
+
+
+INT_WRAP = [(dtypes.int8, np.int8), (dtypes.int16, np.int16), (dtypes.int32, np.int32), (dtypes.int64, np.int64)]
+
+
+@pytest.mark.parametrize("dt,npdt", INT_WRAP, ids=[str(np.dtype(n)) for _, n in INT_WRAP])
+def test_int_overflow_wraps_in_fused_reduce(dt, npdt):
+  # signed overflow wraps (two's complement, as numpy and torch): a kernel that fuses the add into a compare and a sum
+  # must not let a C compiler assume it can't overflow (x + 1 > x folded to true gave 2 where torch gives 1)
+  if not is_dtype_supported(dt):
+    pytest.skip(f"device has no {np.dtype(npdt).name}")
+  info = np.iinfo(npdt)
+  exprs = [
+    (lambda a: (a + 1) > a, lambda v: (v + npdt(1)) > v),
+    (lambda a: (a - 1) < a, lambda v: (v - npdt(1)) < v),
+    (lambda a: (a * 2) > a, lambda v: (v * npdt(2)) > v),
+    (lambda a: (a * 3 + 7) > a, lambda v: (v * npdt(3) + npdt(7)) > v),
+    (lambda a: -a > 0, lambda v: -v > 0),
+  ]
+  for vals in ([info.max, 5], [info.max, info.max - 1, 5, info.min, -3, info.min + 1, 0, info.max // 2 + 1]):
+    v = np.array(vals, dtype=npdt)
+    a = Tensor(v, dtype=dt)
+    with np.errstate(over="ignore"):
+      for tg_fn, np_fn in exprs:
+        assert tg_fn(a).sum().item() == int(np_fn(v).sum()), f"{vals}"
+        assert tg_fn(a).numpy().tolist() == np_fn(v).tolist(), f"{vals}"
+      np.testing.assert_array_equal((a + 1).numpy(), v + npdt(1))  # the wrapped values themselves
+      np.testing.assert_array_equal((a * 2 - 1).max().numpy(), (v * npdt(2) - npdt(1)).max())
+
+
+SHIFT_DTYPES = [(dtypes.int8, np.int8), (dtypes.uint8, np.uint8), (dtypes.int16, np.int16), (dtypes.int32, np.int32),
+                (dtypes.int64, np.int64)]
+
+
+def _shift_vals(npdt):
+  info = np.iinfo(npdt)
+  return np.array([1, 3, 100, info.max, info.min, info.max // 2 + 1] + ([-1, -7] if info.min < 0 else [255, 0]), dtype=npdt)
+
+
+@pytest.mark.parametrize("dt,npdt", SHIFT_DTYPES, ids=[str(np.dtype(n)) for _, n in SHIFT_DTYPES])
+def test_shifts_by_the_width_or_more(dt, npdt):
+  # as torch: << by the bit width or more (or by a negative amount) is 0; >> then gives 0, or -1 for a negative signed
+  # value (the arithmetic shift saturates). C, LLVM and WGSL leave those shifts undefined or take the amount mod the width
+  if not is_dtype_supported(dt):
+    pytest.skip(f"device has no {np.dtype(npdt).name}")
+  v, bits = _shift_vals(npdt), np.dtype(npdt).itemsize * 8
+  a, t = Tensor(v), torch.tensor(v)
+  for s in sorted({-100, -40, -1, 0, 1, bits - 1, bits, bits + 1, 31, 32, 33, 63, 64, 65, 100}):
+    for tg_fn, t_fn in [(lambda x, y: x << y, lambda x, y: x << y), (lambda x, y: x >> y, lambda x, y: x >> y)]:
+      got, ref = tg_fn(a, s), t_fn(t, s)
+      assert got.dtype == dt
+      np.testing.assert_array_equal(got.numpy(), ref.numpy(), err_msg=f"shift by {s}")
+  # a tensor of amounts, broadcast, and a scalar shifted by a tensor (torch accepts both)
+  amounts = np.array([-3, -1, 0, 1, 2, bits - 1, bits, bits + 5], dtype=npdt if np.iinfo(npdt).min < 0 else np.int8).astype(npdt)
+  helper_test_op(None, lambda x, y: x << y, lambda x, y: x << y, vals=[v.reshape(-1, 1), amounts.reshape(1, -1)])
+  helper_test_op(None, lambda x, y: x >> y, lambda x, y: x >> y, vals=[v.reshape(-1, 1), amounts.reshape(1, -1)])
+  helper_test_op(None, lambda y: 5 << y, lambda y: 5 << y, vals=[amounts])
+  helper_test_op(None, lambda y: -9 >> y if np.iinfo(npdt).min < 0 else 200 >> y, lambda y: -9 >> y if np.iinfo(npdt).min < 0 else 200 >> y,
+                 vals=[amounts])
+
+
+def test_shift_by_a_tensor_promotes_and_rejects_floats():
+  if not is_dtype_supported(dtypes.int64):
+    pytest.skip("device has no int64")
+  x, y = np.array([5, -5, 1 << 20], dtype=np.int32), np.array([2, 40, 33], dtype=np.int64)  # int32 << int64 is int64 (torch)
+  helper_test_op(None, lambda a, b: a << b, lambda a, b: a << b, vals=[x, y])
+  helper_test_op(None, lambda a, b: a >> b, lambda a, b: a >> b, vals=[x, y])
+  c = Tensor([1, 2], dtype=dtypes.int32)
+  c <<= Tensor([3, 31], dtype=dtypes.int32)
+  assert c.numpy().tolist() == [8, 0]
+  with pytest.raises(TypeError):
+    _ = Tensor([1, 2]) << Tensor([1.0, 2.0])
+  with pytest.raises(TypeError):
+    _ = Tensor([1, 2]) << 1.5
 
 
 def test_bitwise_on_float_raises():
@@ -501,6 +576,60 @@ def test_cumsum(shape, axis):
 
 def test_cumsum_int():
   helper_test_op(None, lambda x: x.cumsum(1).to(_torch_int_acc()), lambda x: x.cumsum(1), vals=[_ints((3, 5), -10, 10)])
+
+
+CUMSUM_LENGTHS = [255, 256, 257, 511, 512, 513, 1000, 65537]
+
+
+@pytest.mark.parametrize("n", CUMSUM_LENGTHS)
+def test_cumsum_long_axes(n):
+  # around the block size of the long-axis split, and past it: ints exact (summed in int64 as torch), floats close to
+  # float64's running sum, on the last axis and a non-last one, with the gradient (a reverse running count) vs torch
+  slow = is_slow_device()
+  if slow and n != 513:
+    pytest.skip("an interpreter takes a minute per running sum of 513 (n * 256 work): that length only")
+  rng = np.random.default_rng(n)
+  acc = np.int64 if is_dtype_supported(dtypes.int64) else np.int32
+  v = rng.integers(-1000, 1000, size=(1 if slow else 2, n)).astype(np.int32)
+  np.testing.assert_array_equal(Tensor(np.ascontiguousarray(v.T)).cumsum(0).numpy(), v.T.astype(acc).cumsum(0))
+  f = rng.uniform(-1, 1, size=(1 if slow else 2, n)).astype(np.float32)
+  ref, tol = f.astype(np.float64).cumsum(1), dict(atol=2e-4 * math.sqrt(n), rtol=1e-5)
+  got = Tensor(f).cumsum(1).numpy()
+  assert got.dtype == np.float32
+  np.testing.assert_allclose(got, ref, **tol)
+  if slow:
+    return
+  np.testing.assert_array_equal(Tensor(v).cumsum(1).numpy(), v.astype(acc).cumsum(1))
+  helper_test_op(None, lambda x: (x * x).cumsum(0), lambda x: (x * x).cumsum(0), vals=[np.ascontiguousarray(f.T)], **tol,
+                 grad_atol=1e-3, grad_rtol=1e-5)
+
+
+def test_cumsum_long_axes_of_other_dtypes():
+  if is_slow_device():
+    pytest.skip("an interpreter: minutes (test_cumsum_long_axes[513] checks the split there)")
+  n, rng = 1000, np.random.default_rng(5)
+  acc = np.int64 if is_dtype_supported(dtypes.int64) else np.int32
+  for npdt, low, high in [(np.uint8, 0, 256), (np.bool_, 0, 2)]:
+    v = rng.integers(low, high, size=(3, 1, n)).astype(npdt)
+    np.testing.assert_array_equal(Tensor(v).cumsum(-1).numpy(), v.astype(acc).cumsum(-1))
+  if is_dtype_supported(dtypes.float16):  # added in float32 across the blocks, rounded once: as close as the short path
+    h = rng.uniform(-1, 1, size=(2, n)).astype(np.float16)
+    got = Tensor(h).cumsum(1).numpy()
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got, h.astype(np.float64).cumsum(1), atol=0.02, rtol=1e-3)
+
+
+def test_cumsum_of_a_million_is_fast():
+  # the long-axis split: n * 256 work, not n^2 (a window of n over n-1 zero pads): 2^20 took minutes, 300000 67 s
+  if is_slow_device():
+    pytest.skip("an interpreter: the split's n * 256 work is still minutes there")
+  import time
+  v = np.ones(1 << 20, dtype=np.float32)
+  start = time.perf_counter()
+  out = Tensor(v).cumsum(0).numpy()  # compiling included
+  took = time.perf_counter() - start
+  assert out[0] == 1 and out[-1] == 1 << 20 and out[12345] == 12346
+  assert took < 10, f"cumsum of 2^20 took {took:.1f} s"
 
 
 # ---------- movement ----------
@@ -1049,6 +1178,55 @@ def test_randint(low, high, dtype):
     Tensor.randint(3, low=5, high=5)
 
 
+def _chi2_uniform(counts):
+  """Pearson's chi-square of counts against equal expected counts, and a loose bound for it (its mean k-1 plus
+  eight standard deviations: a fixed seed either passes it or is badly non-uniform)."""
+  counts = np.asarray(counts, dtype=np.float64)
+  k, e = len(counts), counts.sum() / len(counts)
+  return float(((counts - e) ** 2 / e).sum()), (k - 1) + 8 * math.sqrt(2 * (k - 1))
+
+
+RANDINT_WIDE = [
+  (0, 2 ** 40, dtypes.int64), (2 ** 40, 2 ** 40 + 10, dtypes.int64), (-2 ** 31, 2 ** 31 - 1, dtypes.int32),
+  (-2 ** 31, 2 ** 31, dtypes.int32), (0, 3 * 2 ** 30, dtypes.int64), (-2 ** 63, 2 ** 63 - 1, dtypes.int64),
+  (-2 ** 63, 2 ** 63, dtypes.int64), (-(10 ** 12), -(10 ** 12) + 7, dtypes.int64), (-128, 128, dtypes.int8), (0, 256, dtypes.uint8),
+  (0, 2 ** 16, dtypes.uint16), (0, 3 * 2 ** 30, dtypes.uint32), (-5, 7, dtypes.float32),
+]
+
+
+@pytest.mark.parametrize("low,high,dtype", RANDINT_WIDE, ids=[f"{lo}_{hi}_{dt}" for lo, hi, dt in RANDINT_WIDE])
+def test_randint_wide_ranges(low, high, dtype):
+  # ranges past float32's 24 bits, 64-bit bounds and the full range of a dtype: every value in [low, high), uniform
+  # (the float computation gave negatives for [0, 2^40), lost low = 2^40, and multiples of 128 for int32's range)
+  if not is_dtype_supported(dtype) or (high - low > 2 ** 16 and not is_dtype_supported(dtypes.uint64)):
+    pytest.skip("device has no 64-bit integers (ranges past 2^16 draw 64 random bits, so the modulo's bias is negligible)")
+  Tensor.manual_seed(7)
+  n = 5000 if is_slow_device() else 40000  # (the PYTHON interpreter: 64-bit modulos of 40000 take 15 s)
+  t = Tensor.randint(n, low=low, high=high, dtype=dtype)
+  assert t.dtype == dtype and t.shape == (n,)
+  v = [int(x) for x in t.numpy().tolist()]
+  assert min(v) >= low and max(v) < high
+  r = high - low
+  if r <= 16:
+    assert len(set(v)) == r
+    counts = np.bincount([x - low for x in v], minlength=r)
+  else:
+    assert len(set(v)) > (0.95 * n if r > 2 ** 24 else min(r, n) * 0.5)  # (int32's range from float32 had 2^25 values)
+    counts = np.bincount([(x - low) * 16 // r for x in v], minlength=16)  # 16 equal bins of the range
+  chi2, bound = _chi2_uniform(counts)
+  assert chi2 < bound, (counts, chi2)
+
+
+def test_randint_checks_its_bounds():
+  # as torch: low < high, and both inside the dtype (torch: "from is out of bounds", "to - 1 is out of bounds")
+  for low, high, dt in [(5, 5, dtypes.int32), (6, 5, dtypes.int32), (0, 300, dtypes.uint8), (-1, 5, dtypes.uint8),
+                        (0, 2 ** 40, dtypes.int32), (-2 ** 31 - 1, 0, dtypes.int32), (0, 2 ** 63 + 1, dtypes.int64)]:
+    with pytest.raises(ValueError):
+      Tensor.randint(3, low=low, high=high, dtype=dt)
+  with pytest.raises(TypeError):
+    Tensor.randint(3, low=0.5, high=4)
+
+
 def test_normal_moments():
   Tensor.manual_seed(2)
   v = Tensor.normal(4000, mean=3.0, std=0.5).numpy()
@@ -1103,6 +1281,65 @@ def test_multinomial_2d_and_errors():
   assert w.multinomial().shape == (2, 1)
   with pytest.raises(ValueError):
     Tensor.ones(2, 2, 2).multinomial(1)
+
+
+def test_multinomial_without_replacement_draws_distinct_indices():
+  # more samples than nonzero weights: every index once, the zero weights after the others (torch 2.x on CPU does the
+  # same: the top k of w / Exp(1)); tg drew the same index again once the weights left were all 0 ([2 0 0])
+  for seed in range(4):
+    Tensor.manual_seed(seed)
+    s = Tensor([0.1, 0.0, 0.9]).multinomial(3).numpy()
+    assert sorted(s.tolist()) == [0, 1, 2] and s[2] == 1, s
+    s2 = Tensor([[1.0, 0.0, 0.0, 2.0], [0.0, 0.0, 3.0, 0.0]]).multinomial(4).numpy()
+    assert all(sorted(row) == [0, 1, 2, 3] for row in s2.tolist()), s2
+    assert set(s2[0, :2].tolist()) == {0, 3} and s2[1, 0] == 2, s2
+  ref = torch.tensor([[1.0, 0.0], [1.0, 1.0]]).multinomial(2)
+  assert Tensor([[1.0, 0.0], [1.0, 1.0]]).multinomial(2).numpy()[0].tolist() == ref[0].tolist() == [0, 1]
+
+
+def test_multinomial_without_replacement_frequencies():
+  # drawing without replacement in order: P(first = i) = p_i, P(second = j) = sum_i!=j p_i p_j / (1 - p_i)
+  Tensor.manual_seed(11)
+  p = np.array([1.0, 2.0, 3.0, 4.0]) / 10
+  rows = 4000
+  s = Tensor(np.tile(p.astype(np.float32), (rows, 1))).multinomial(2).numpy()
+  assert s.shape == (rows, 2) and (s[:, 0] != s[:, 1]).all()
+  second = np.array([sum(p[i] * p[j] / (1 - p[i]) for i in range(4) if i != j) for j in range(4)])
+  np.testing.assert_allclose(np.bincount(s[:, 0], minlength=4) / rows, p, atol=0.03)
+  np.testing.assert_allclose(np.bincount(s[:, 1], minlength=4) / rows, second, atol=0.03)
+  Tensor.manual_seed(12)
+  one = Tensor(np.tile(p.astype(np.float32), (rows, 1))).multinomial(1).numpy()[:, 0]
+  np.testing.assert_allclose(np.bincount(one, minlength=4) / rows, p, atol=0.03)
+
+
+MULTINOMIAL_BAD = [
+  ("negative", [-1.0, 2.0], "probability tensor contains"),
+  ("inf", [math.inf, 1.0], "probability tensor contains"),
+  ("nan", [math.nan, 1.0], "probability tensor contains"),
+  ("all zero", [0.0, 0.0], "sum of probabilities <= 0"),
+  ("a zero row", [[1.0, 2.0], [0.0, 0.0]], "sum of probabilities <= 0"),
+]
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+@pytest.mark.parametrize("name,w,msg", MULTINOMIAL_BAD, ids=[m[0] for m in MULTINOMIAL_BAD])
+def test_multinomial_rejects_invalid_weights(name, w, msg, replacement):
+  # as torch (RuntimeError): weights given as data, or computed (checked when the samples are realized)
+  for k in (1, 2):
+    with pytest.raises(RuntimeError):
+      torch.tensor(w).multinomial(k, replacement=replacement)
+    with pytest.raises(RuntimeError, match=msg):
+      Tensor(w).multinomial(k, replacement=replacement).numpy()
+    with pytest.raises(RuntimeError, match=msg):
+      (Tensor(w) * 1.0 + Tensor.zeros(2)).contiguous().multinomial(k, replacement=replacement).numpy()
+
+
+def test_multinomial_needs_a_sample():
+  for replacement in (True, False):
+    with pytest.raises(RuntimeError):
+      torch.tensor([1.0, 2.0]).multinomial(0, replacement=replacement)
+    with pytest.raises(ValueError, match="num_samples"):
+      Tensor([1.0, 2.0]).multinomial(0, replacement=replacement)
 
 
 RANDOM_CREATORS = [

@@ -86,7 +86,10 @@ class ClangCompiler(Compiler):
     super().__init__(f"compile_clang_{version}_{platform.machine()}_{digest}")
 
   def flags(self) -> list[str]:
-    return ["-shared", "-fPIC", "-O2", "-ffp-contract=on", "-fno-math-errno", *arch_flags(), "-x", "c"]
+    # -fwrapv: signed integer overflow wraps (two's complement), as tg's integer ops mean (exec_alu, numpy, torch). C
+    # leaves it undefined, and -O2 then folds a fused kernel's `x < x + 1` to true where x + 1 wraps. Every target
+    # (native, an x86-64 level, the aarch64 cross triple) builds with these flags, and the cache key hashes them.
+    return ["-shared", "-fPIC", "-O2", "-fwrapv", "-ffp-contract=on", "-fno-math-errno", *arch_flags(), "-x", "c"]
 
   def compile(self, src: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="tg_clang_") as d:

@@ -95,6 +95,38 @@ def _run(lbs: Sequence[LazyBuffer | MultiLazyBuffer]) -> None:
   realize_lazybuffers(targets)
 
 
+# cumsum over an axis longer than twice this runs in blocks of this many elements (tinygrad 0.9.1's SPLIT)
+CUMSUM_BLOCK = 256
+
+
+def _weights_error(code: int | None) -> BaseException:
+  """multinomial's error (torch's messages) for the code _check_weights's detail computes."""
+  if code == 1:
+    return TgArgumentError("multinomial: probability tensor contains either `inf`, `nan` or element < 0")
+  if code == 2:
+    return TgArgumentError("multinomial: invalid multinomial distribution (sum of probabilities <= 0)")
+  return TgArgumentError("multinomial: invalid weights (an element negative, inf or NaN, or a row summing to 0)")
+
+
+def _check_weights(result: Tensor, w: Tensor) -> None:
+  """Make multinomial's `result` raise when realized (a lazy guard, tg.divcheck) where the weights `w` (rows of the
+  last axis) hold a negative, inf or NaN element, or a row of zeros: the draws from them would be meaningless."""
+  bad = ((w >= 0) & (w < math.inf)).logical_not().any()  # (NaN compares false both ways)
+  flag = bad | (w > 0).any(1).logical_not().any()
+
+  def detail() -> LazyBuffer:  # the failure path only: which of the two
+    b = bad.to(bad.device[0]) if isinstance(bad.device, tuple) else bad
+    lb = b.where(1, 2).cast(dtypes.int32).lazydata
+    assert isinstance(lb, LazyBuffer)
+    return lb
+
+  fl = flag.lazydata if isinstance(flag.lazydata, LazyBuffer) and flag.lazydata.is_unrealized_const() else flag.contiguous().lazydata
+  flags = fl.to_axis(None).lbs if isinstance(fl, MultiLazyBuffer) else [fl]
+  on = {f.device: f for f in flags}
+  for rp in _parts([result.lazydata]):  # every part of a sharded result, by the flag on its device
+    divcheck.guard(rp, on.get(rp.device, flags[0]), _weights_error, detail)
+
+
 def _index_dtype(n: int, device: str) -> DType:
   """The dtype of indices into n elements: int32, or int64 past int32's range where the device has it (else int32,
   and the kernel's lowering refuses the indices that pass it)."""
@@ -639,12 +671,32 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   @_on_devices
   def randint(*shape: Any, low: int = 0, high: int = 10, **kwargs: Any) -> Tensor:
-    """Uniform integers in [low, high)."""
+    """Uniform integers in [low, high), as torch: random bits % (high - low) + low, in an unsigned integer as wide as
+    the result (64 bits for 64-bit dtypes), wrapping. A range past 2^16 takes 64 random bits where the device has
+    64-bit integers, so the modulo's bias stays below 2^-32 (with 32 bits, as torch's below 2^32, a range near 2^32
+    draws its low values up to twice as often). A float dtype gets the integers of int64 (int32 without it)."""
+    if isinstance(low, bool) or isinstance(high, bool) or not isinstance(low, int) or not isinstance(high, int):
+      raise TypeError(f"randint's low and high must be ints, got {low!r} and {high!r}")
     if high <= low:
       raise TgArgumentError(f"randint needs low < high, got [{low}, {high})")
     dtype = to_dtype(kwargs.pop("dtype", dtypes.int32))
-    u = Tensor.rand(*shape, device=kwargs.pop("device", None))
-    return Tensor((u * (high - low)).cast(dtypes.int32).add(low).cast(dtype).lazydata, **kwargs)
+    device = Device.canonicalize(kwargs.pop("device", None))
+    work = dtype if dtypes.is_int(dtype) else dtypes.int64 if is_dtype_supported(dtypes.int64, device) else dtypes.int32
+    lowest, highest = (0, 1) if dtype == dtypes.bool else (dtypes.min(work), dtypes.max(work))
+    if low < lowest:
+      raise TgArgumentError(f"randint: low={low} is out of bounds for {dtype}")
+    if high - 1 > highest:
+      raise TgArgumentError(f"randint: high - 1 = {high - 1} is out of bounds for {dtype}")
+    r, n = high - low, prod(argfix(*shape))
+    words = 2 if r > 1 << 32 or (r > 1 << 16 and is_dtype_supported(dtypes.uint64, device)) else 1
+    ut = dtypes.uint64 if words == 2 or work.itemsize == 8 else dtypes.uint32
+    width = ut.itemsize * 8
+    bits = Tensor._random_bits(n * words, device)
+    u = (bits[:n].cast(ut).lshift(32) | bits[n:].cast(ut)) if words == 2 else bits.cast(ut)
+    if r != 1 << width:  # (the whole range of ut: the bits themselves)
+      u = u % r
+    v = (u + low % (1 << width)).cast(work).cast(dtype)  # low's bits added in ut (wrapping), then ut's low bits as work
+    return Tensor(v.reshape(argfix(*shape)).lazydata, device=device, **kwargs)
 
   @staticmethod
   @_on_devices
@@ -676,30 +728,29 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return Tensor.normal(*s, mean=0.0, std=std, **kwargs)
 
   def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
-    """Sample indices from the (unnormalized) weights in the last axis: inverse transform of uniforms.
-    Without replacement, samples are drawn one at a time, each drawn index's weight then set to 0."""
+    """Sample indices from the (unnormalized) weights in the last axis, as torch. With replacement, several samples:
+    inverse transform of uniforms. Otherwise the k largest of w / Exp(1) (torch's way, the Gumbel-max trick): in the
+    order of drawing one at a time, each drawn index then out, so the indices are distinct, the zero weights last.
+    Weights that are negative, inf or NaN, or a row of zeros, raise RuntimeError when the samples are realized."""
     if self.ndim not in (1, 2):
       raise ShapeError(f"multinomial needs weights of 1 or 2 axes, got {self.shape}")
+    if num_samples < 1:
+      raise TgArgumentError(f"multinomial: cannot sample num_samples={num_samples} <= 0 samples")
     w = self.unsqueeze(0) if self.ndim == 1 else self
+    w = w if dtypes.is_float(w.dtype) else w.cast(dtypes.default_float)
     n = _concrete(w.shape[1])
     if not replacement and num_samples > n:
       raise TgArgumentError(f"can't draw {num_samples} samples without replacement from {n} categories")
-
-    def draw(weights: Tensor, k: int) -> Tensor:
-      cdf = weights.cumsum(1)
+    if replacement and num_samples > 1:
+      cdf = w.cumsum(1)
       cdf = cdf / cdf[:, -1:]
-      u = Tensor.rand(w.shape[0], k, 1, device=self.device)
-      return (cdf.unsqueeze(1) < u).sum(2).cast(dtypes.int32).minimum(n - 1)  # rounding can put u past the last cdf
-
-    if replacement or num_samples == 1:
-      idx = draw(w, num_samples)
+      u = Tensor.rand(w.shape[0], num_samples, 1, device=self.device)
+      idx = (cdf.unsqueeze(1) < u).sum(2).cast(dtypes.int32).minimum(n - 1)  # rounding can put u past the last cdf
     else:
-      picks, weights = [], w
-      for _ in range(num_samples):
-        pick = draw(weights, 1)
-        picks.append(pick)
-        weights = (Tensor.arange(n, device=self.device).reshape(1, n) == pick).where(0.0, weights)
-      idx = picks[0].cat(*picks[1:], dim=1)
+      e = -(1 - Tensor.rand(*w.shape, device=self.device)).log()  # Exp(1): 1 - u is in (0, 1]
+      keys = (w > 0).where(w / e, -1.0)  # a zero weight below every other (w / 0 is inf: drawn first)
+      idx = (keys.argmax(1, keepdim=True) if num_samples == 1 else keys.topk(num_samples, 1)[1]).cast(dtypes.int32)
+    _check_weights(idx, w)
     return idx.squeeze(0) if self.ndim == 1 else idx
 
   def rand_like(self, **kwargs: Any) -> Tensor:
@@ -1288,19 +1339,42 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     """torch's name (and argument names) for clip."""
     return self.clip(min, max)
 
-  def rshift(self, bits: int) -> Tensor:
+  def rshift(self, bits: Tensor | int, reverse: bool = False) -> Tensor:
+    """self >> bits, arithmetic for signed dtypes. As torch: by the bit width or more, or by a negative amount, the
+    result is 0, or -1 for a negative signed value."""
     from tg.ops import BinaryOps
-    return self._shift(BinaryOps.SHR, bits)
+    return self._shift(BinaryOps.SHR, bits, reverse)
 
-  def lshift(self, bits: int) -> Tensor:
+  def lshift(self, bits: Tensor | int, reverse: bool = False) -> Tensor:
+    """self << bits, wrapping. As torch: by the bit width or more, or by a negative amount, the result is 0."""
     from tg.ops import BinaryOps
-    return self._shift(BinaryOps.SHL, bits)
+    return self._shift(BinaryOps.SHL, bits, reverse)
 
-  def _shift(self, op: Any, bits: int) -> Tensor:
-    if not dtypes.is_int(self.dtype):
-      raise DTypeError(f"bit shifts need an integer tensor, not {self.dtype}")
-    lb = self.lazydata
-    return Tensor(lb.e(op, lb.const(bits)))  # type: ignore[arg-type]  # (a MultiLazyBuffer's const is a MultiLazyBuffer)
+  def _shift(self, op: Any, bits: Tensor | int, reverse: bool = False) -> Tensor:
+    # a shift by the bit width or more (or by a negative amount) is undefined in C and LLVM, and WGSL takes the amount
+    # mod the width: such amounts are settled here, for every device, and the shift ops only ever see 0 .. width-1
+    from tg.ops import BinaryOps
+    if not isinstance(bits, Tensor) and not reverse:
+      if type(bits).__module__ == "numpy" and getattr(bits, "ndim", None) == 0:
+        bits = bits.item()  # type: ignore[attr-defined]
+      if not isinstance(bits, int):
+        raise TypeError(f"a shift amount must be an int or an integer Tensor, not {type(bits).__name__}")
+      if not dtypes.is_int(self.dtype):
+        raise DTypeError(f"bit shifts need an integer tensor, not {self.dtype}")
+      lb, width = self.lazydata, self.dtype.itemsize * 8
+      if not 0 <= bits < width:  # all bits shifted out: 0, or the sign everywhere (a shift by width - 1)
+        if op is BinaryOps.SHL or dtypes.is_unsigned(self.dtype):
+          return Tensor(lb.const(0))
+        bits = width - 1
+      return Tensor(lb.e(op, lb.const(bits)))  # type: ignore[arg-type]  # (a MultiLazyBuffer's const is a MultiLazyBuffer)
+    x, y = self._broadcasted(bits, reverse)
+    if not dtypes.is_int(x.dtype):
+      raise DTypeError(f"bit shifts need integer tensors, not {x.dtype}")
+    width = x.dtype.itemsize * 8
+    out = (y < 0) | (y >= width) if not dtypes.is_unsigned(y.dtype) else y >= width
+    if op is BinaryOps.SHR and not dtypes.is_unsigned(x.dtype):
+      return Tensor(x.lazydata.e(op, out.where(width - 1, y).lazydata))  # type: ignore[arg-type]
+    return out.where(0, Tensor(x.lazydata.e(op, out.where(0, y).lazydata)))  # type: ignore[arg-type]
 
   def xor(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
     a, b = self._broadcasted(x, reverse)
@@ -1425,8 +1499,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def __invert__(self) -> Tensor: return self.bitwise_not()
   def __and__(self, x: Tensor | Scalar) -> Tensor: return self.bitwise_and(x)
   def __or__(self, x: Tensor | Scalar) -> Tensor: return self.bitwise_or(x)
-  def __rshift__(self, x: int) -> Tensor: return self.rshift(x)
-  def __lshift__(self, x: int) -> Tensor: return self.lshift(x)
+  def __rshift__(self, x: Tensor | int) -> Tensor: return self.rshift(x)
+  def __lshift__(self, x: Tensor | int) -> Tensor: return self.lshift(x)
+  def __rrshift__(self, x: int) -> Tensor: return self.rshift(x, True)
+  def __rlshift__(self, x: int) -> Tensor: return self.lshift(x, True)
   def __radd__(self, x: Scalar) -> Tensor: return self.add(x, True)
   def __rsub__(self, x: Scalar) -> Tensor: return self.sub(x, True)
   def __rmul__(self, x: Scalar) -> Tensor: return self.mul(x, True)
@@ -1447,8 +1523,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   def __iand__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.bitwise_and(x))
   def __ior__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.bitwise_or(x))
   def __ixor__(self, x: Tensor | Scalar) -> Tensor: return self.assign(self.xor(x))
-  def __ilshift__(self, x: int) -> Tensor: return self.assign(self.lshift(x))
-  def __irshift__(self, x: int) -> Tensor: return self.assign(self.rshift(x))
+  def __ilshift__(self, x: Tensor | int) -> Tensor: return self.assign(self.lshift(x))
+  def __irshift__(self, x: Tensor | int) -> Tensor: return self.assign(self.rshift(x))
 
   # ---------- reductions ----------
   def _reduce_axes(self, axis: int | Sequence[int] | None) -> tuple[int, ...]:
@@ -1553,15 +1629,33 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return self.logical_not().any(axis, keepdim).logical_not()
 
   def cumsum(self, axis: int = 0) -> Tensor:
-    """Running sum along `axis`: each output sums a window of the input padded by n-1 zeros in front."""
+    """Running sum along `axis`. Up to 2 * CUMSUM_BLOCK elements, each output sums a window of the input padded by n-1
+    zeros in front (n^2 work, one kernel). A longer axis is cut into blocks (tinygrad's split): each block's running
+    sums that way, plus the running sum of the totals of the blocks before it (blocked again where there are many):
+    about n * CUMSUM_BLOCK work. 2^20 elements took minutes as one window sum."""
     ax = self._resolve_axis(axis)
     if self.ndim == 0:
       return self
     n = _concrete(self.shape[ax])
     if n <= 1:
       return self
-    x = self.transpose(ax, -1).pad2d((n - 1, 0))._pool((n,)).sum(-1)
-    return x.transpose(ax, -1)
+    return self.transpose(ax, -1)._cumsum_last().transpose(ax, -1)
+
+  def _cumsum_last(self) -> Tensor:
+    n = _concrete(self.shape[-1])
+    if n <= 2 * CUMSUM_BLOCK:
+      return self.pad2d((n - 1, 0))._pool((n,)).sum(-1)
+    # half floats add in float32 across the blocks too (each window sum does already), rounded once at the end
+    x = self.cast(dtypes.float32) if self.dtype in (dtypes.float16, dtypes.bfloat16) else self
+    b, nb = CUMSUM_BLOCK, -(-n // CUMSUM_BLOCK)
+    lead = x.shape[:-1]
+    # zeros in front make the last block whole; the blocks are copied out first, so the window sums index a plain
+    # buffer, not the padded view, and the sums are kept (read twice: for the totals and the result)
+    inner = x.pad2d((nb * b - n, 0)).reshape(*lead, nb, b).contiguous()._cumsum_last().contiguous()
+    totals = inner.shrink(tuple([None] * len(lead) + [(0, nb - 1), (b - 1, b)])).reshape(*lead, nb - 1)
+    before = totals._cumsum_last().pad2d((1, 0))  # the sum of the blocks before each block (0 before the first)
+    out = (inner + before.unsqueeze(-1)).reshape(*lead, nb * b).shrink(tuple([None] * len(lead) + [(nb * b - n, nb * b)]))
+    return out.cast(self.dtype) if x is not self else out
 
   def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
     if dtypes.is_float(self.dtype):
