@@ -1351,8 +1351,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return self._shift(BinaryOps.SHL, bits, reverse)
 
   def _shift(self, op: Any, bits: Tensor | int, reverse: bool = False) -> Tensor:
-    # a shift by the bit width or more (or by a negative amount) is undefined in C and LLVM, and WGSL takes the amount
-    # mod the width: such amounts are settled here, for every device, and the shift ops only ever see 0 .. width-1
+    # a shift by the bit width or more (or by a negative amount) is undefined in C and in compiler IRs, and some shading
+    # languages take the amount mod the width: such amounts are settled here, for every device, and the shift ops
+    # only ever see 0 .. width-1
     from tg.ops import BinaryOps
     if not isinstance(bits, Tensor) and not reverse:
       if type(bits).__module__ == "numpy" and getattr(bits, "ndim", None) == 0:
