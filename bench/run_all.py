@@ -17,14 +17,16 @@ import benchlib as bl  # sorts first: sets thread counts before numpy/torch load
 import charlm_step
 import conv2d
 import elementwise
+import embedding
 import gpt2_block
 import gpt2_decode
 import jit_replay
 import matmul
 import mlp_adam
 
-BENCHMARKS = {"matmul": matmul.run, "conv2d": conv2d.run, "elementwise": elementwise.run, "mlp_adam": mlp_adam.run,
-              "gpt2_block": gpt2_block.run, "jit_replay": jit_replay.run, "gpt2_decode": gpt2_decode.run, "charlm_step": charlm_step.run}
+BENCHMARKS = {"matmul": matmul.run, "conv2d": conv2d.run, "elementwise": elementwise.run, "embedding": embedding.run,
+              "mlp_adam": mlp_adam.run, "gpt2_block": gpt2_block.run, "jit_replay": jit_replay.run, "gpt2_decode": gpt2_decode.run,
+              "charlm_step": charlm_step.run}
 # left out of --quick unless named in --only: GPT-2 small's compile and transformers' import take a minute or more, the
 # char-level GPT's training step (forward, backward, AdamW: 146 kernels) half a minute to compile
 SLOW = {"gpt2_decode", "charlm_step"}

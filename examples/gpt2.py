@@ -130,7 +130,7 @@ class Transformer:
 class GPT2(lm.CachedDecoder):
   """Hugging Face's GPT2LMHeadModel: `transformer` and the language-model head, which reuses `transformer.wte.weight`
   (tied) unless the config unties it (then `lm_head.weight` is a tensor of its own). Prefill, the jitted decode step
-  (`logits_next`) and the prompt's row-copy embedding (`embed_ids`) are lm_common.CachedDecoder's."""
+  (`logits_next`) and the prompt's embedding (`embed`) are lm_common.CachedDecoder's."""
 
   def __init__(self, cfg: GPT2Config, max_context: int | None = None) -> None:
     self.config, self.max_context = cfg, min(max_context or cfg.n_positions, cfg.n_positions)

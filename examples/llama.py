@@ -208,7 +208,7 @@ class LlamaModel:
 class Llama(lm.CachedDecoder):
   """Hugging Face's LlamaForCausalLM: `model` and the language-model head, `lm_head.weight`, or the token embedding's
   weight when the config ties them (tie_word_embeddings). Prefill, the jitted decode step (`logits_next`) and the
-  prompt's row-copy embedding (`embed_ids`) are lm_common.CachedDecoder's, as GPT2's are."""
+  prompt's embedding (`embed`) are lm_common.CachedDecoder's, as GPT2's are."""
 
   def __init__(self, cfg: LlamaConfig, max_context: int | None = None) -> None:
     self.config = cfg
@@ -226,9 +226,9 @@ class Llama(lm.CachedDecoder):
 
   def __call__(self, tokens: Tensor | Variable | list[int], start_pos: int | Variable = 0, last_only: bool = False) -> Tensor:
     """Logits (batch, seqlen, vocab) for `tokens` at positions start_pos.., keys and values of the earlier positions
-    coming from the cache. `tokens` is a (batch, seqlen) int Tensor, one sequence of ids (a list: batch 1, embedded by
-    row copies, see embed_ids), or one token as a bound Variable (batch 1, seqlen 1: its embedding is a symbolic slice
-    of embed_tokens, so a jitted step needs no input tensor). `last_only`: the logits of the last position only."""
+    coming from the cache. `tokens` is a (batch, seqlen) int Tensor, one sequence of ids (a list: batch 1), or one
+    token as a bound Variable (batch 1, seqlen 1: its embedding is a symbolic slice of embed_tokens, so a jitted step
+    needs no input tensor). `last_only`: the logits of the last position only."""
     m = self.model
     seqlen, x = self.embed(tokens)
     cos, sin = (t.shrink(((start_pos, start_pos + seqlen), None)) for t in (self.rope_cos, self.rope_sin))

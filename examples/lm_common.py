@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from tg import Device, Tensor, TinyJit, Variable
+from tg import Device, Tensor, TinyJit, Variable, dtypes
 from tg.nn import Embedding
 from tg.nn.state import safe_load, torch_load
 from tg.shape.symbolic import Node, sint
@@ -84,7 +84,6 @@ class CachedDecoder:
     # a Variable's range must hold two values at least, or it is a constant
     self.start_pos_var = Variable("start_pos", 1, max(max_context - 1, 2))
     self.token_var = Variable("token", 0, max(vocab_size - 1, 1))
-    self.row_var = Variable("row", 0, max(max_context - 1, 1))
     self.decode_jit: TinyJit[Tensor] | None = None
 
   def token_embedding(self) -> Embedding:
@@ -94,31 +93,19 @@ class CachedDecoder:
     raise NotImplementedError
 
   def embed(self, tokens: Tensor | Variable | list[int]) -> tuple[int, Tensor]:
-    """(seqlen, the token embeddings (batch, seqlen, dim)) of a (batch, seqlen) int Tensor (nn.Embedding's gather), of
-    one sequence of ids (a list: batch 1, copied row by row, see embed_ids), or of one token as a bound Variable (batch
-    1, seqlen 1: a symbolic slice of the table, so a jitted step needs no input tensor)."""
+    """(seqlen, the token embeddings (batch, seqlen, dim)) of a (batch, seqlen) int Tensor or of one sequence of ids (a
+    list: batch 1), both through nn.Embedding (one load per element: codegen/one_hot_select.py), or of one token as a
+    bound Variable (batch 1, seqlen 1: a symbolic slice of the table, so a jitted step needs no input tensor)."""
     table = self.token_embedding()
     seqlen: sint
     if isinstance(tokens, Node):
       seqlen, x = 1, table.weight.shrink(((tokens, tokens + 1), None)).reshape(1, 1, -1)
     elif isinstance(tokens, list):
-      seqlen, x = len(tokens), self.embed_ids(tokens).reshape(1, len(tokens), -1)
+      seqlen, x = len(tokens), table(Tensor([tokens], dtype=dtypes.int32, device=table.weight.device))
     else:
       seqlen, x = tokens.shape[1], table(tokens)
     assert isinstance(seqlen, int), "the number of new tokens is concrete; the cache's length is what varies"
     return seqlen, x
-
-  def embed_ids(self, ids: list[int]) -> Tensor:
-    """The embedding table's rows for `ids` (seqlen, dim), copied one row per kernel launch with the token and the row
-    as bound Variables, so one compiled kernel copies every row. nn.Embedding's gather (as tinygrad's) compares each
-    token with the whole vocabulary and reduces over it: for a 128-token prompt of GPT-2's 50257 tokens that is 5
-    billion multiply-adds, a second on CLANG, where these copies take milliseconds (LLaMAs have 32000 to 128256)."""
-    weight = self.token_embedding().weight
-    out = Tensor.empty(len(ids), weight.shape[1], device=weight.device).realize()
-    for i, token in enumerate(ids):
-      row, tok = self.row_var.bind(i), self.token_var.bind(token)
-      out.shrink(((row, row + 1), None)).assign(weight.shrink(((tok, tok + 1), None))).realize()
-    return out
 
   def _decode_step(self, token: Variable, start_pos: Variable) -> Tensor:
     return self(token, start_pos).realize()

@@ -397,11 +397,33 @@ class LazyBuffer:
     out_size = prod(s for i, s in enumerate(self.shape) if i not in axis)
     if n < SPLIT_REDUCEOP_THRESHOLD.value or out_size >= 256:  # enough outputs already to keep a device busy
       return None
+    if op is ReduceOps.SUM and self._selects_one():  # one element per output: nothing to split (nor to round)
+      return None
     if axis != tuple(range(axis[0], axis[-1] + 1)):  # axes apart (a batchnorm's (0, 2, 3)): moved to be adjacent and last, a
       return self._split_apart(op, axis, n)  # view the first kernel of the tree reads with strides (no copy)
     a, b = axis[0], axis[-1] + 1
     x = self.reshape(self.shape[:a] + (n,) + self.shape[b:]) if b - a > 1 else self
     return x._tree_reduce(op, a).reshape(tuple(1 if i in axis else s for i, s in enumerate(self.shape)))
+
+  def _selects_one(self) -> bool:
+    """Whether this is where(positions == index, x, 0) (a tensor index's, gather's or Embedding's one-hot sum, built
+    from an arange): codegen/one_hot_select.py makes its sum one load per output, which a split into a tree of
+    partial sums would make one load per partial and a kernel per level (a gather over 50257 logits was 5 kernels)."""
+    if self.base.op is not TernaryOps.WHERE or self._base is not None:
+      return False
+    cond, a, b = self.srcs
+    if not ((a.is_unrealized_const() and a.const_value == 0) or (b.is_unrealized_const() and b.const_value == 0)):
+      return False
+    stack, seen, equality, positions = [cond.base], 0, False, False
+    while stack and seen <= 24:  # (schedule.MAX_INDEX_MATH: the mask is small integer arithmetic)
+      n = stack.pop()
+      seen += 1
+      positions = positions or n.op is MetaOps.IOTA
+      equality = equality or (n.op is BinaryOps.CMPNE and n.dtype == dtypes.bool and n.srcs[1].is_unrealized_const()
+                              and n.srcs[1].const_value is True and n.srcs[0].base.op is BinaryOps.CMPNE)
+      if isinstance(n.op, (UnaryOps, BinaryOps, TernaryOps)):
+        stack.extend(s.base for s in n.srcs)
+    return equality and positions
 
   def _split_apart(self, op: ReduceOps, axis: tuple[int, ...], n: int) -> LazyBuffer:
     """The split reduction of axes that aren't adjacent: the kept axes first (in their order), the reduced ones after

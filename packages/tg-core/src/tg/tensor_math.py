@@ -377,8 +377,8 @@ class MathMixin:
     return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
 
   def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:  # type: ignore[misc]
-    """log(cumsum(exp(x))) along `axis`, stable: each prefix is a logsumexp over its own window (the input padded with
-    n-1 -infs in front, read in windows of n), shifted by that window's max."""
+    """log(cumsum(exp(x))) along `axis`, stable, in the blocks of `cumsum` (n * CUMSUM_BLOCK work, where one window
+    per element was n^2: 2^20 elements took hours)."""
     x = self._upcast_half()
     if x.ndim == 0:
       return x.cast(self._out_float())
@@ -388,11 +388,26 @@ class MathMixin:
       raise TgArgumentError("logcumsumexp over a symbolic axis is not supported")
     if n <= 1:
       return x.cast(self._out_float())
-    w = x.transpose(ax, -1).pad2d((n - 1, 0), value=-math.inf)._pool((n,))
-    m = w.max(-1, keepdim=True).detach()
-    m = m.isinf().where(0.0, m)  # a window of -infs (or holding +inf) needs no shift: exp(-inf - -inf) would be NaN
-    out = (w - m).exp().sum(-1).log() + m.squeeze(-1)
-    return out.transpose(ax, -1).cast(self._out_float())
+    return x.transpose(ax, -1)._logcumsumexp_last().transpose(ax, -1).cast(self._out_float())
+
+  def _logcumsumexp_last(self: Tensor) -> Tensor:  # type: ignore[misc]
+    """Up to 2 * CUMSUM_BLOCK: each prefix is a logsumexp over its own window (the input padded with n-1 -infs in
+    front, read in windows of n), shifted by that window's max. Longer: each block's running values that way, added
+    (logaddexp) to the running value of the blocks before it, as `Tensor._cumsum_last` adds sums."""
+    from tg.tensor import CUMSUM_BLOCK
+    n = self.shape[-1]
+    assert isinstance(n, int)
+    if n <= 2 * CUMSUM_BLOCK:
+      w = self.pad2d((n - 1, 0), value=-math.inf)._pool((n,))
+      m = w.max(-1, keepdim=True).detach()
+      m = m.isinf().where(0.0, m)  # a window of -infs (or holding +inf) needs no shift: exp(-inf - -inf) would be NaN
+      return (w - m).exp().sum(-1).log() + m.squeeze(-1)
+    b, nb, lead = CUMSUM_BLOCK, -(-n // CUMSUM_BLOCK), self.shape[:-1]
+    inner = self.pad2d((nb * b - n, 0), value=-math.inf).reshape(*lead, nb, b).contiguous()._logcumsumexp_last().contiguous()
+    totals = inner.shrink(tuple([None] * len(lead) + [(0, nb - 1), (b - 1, b)])).reshape(*lead, nb - 1)
+    before = totals._logcumsumexp_last().pad2d((1, 0), value=-math.inf)  # the blocks before each block (-inf: none)
+    out = _logaddexp(inner, before.unsqueeze(-1).expand(inner.shape))
+    return out.reshape(*lead, nb * b).shrink(tuple([None] * len(lead) + [(nb * b - n, nb * b)]))
 
   # ---------- linear algebra ----------
   def cross(self: Tensor, other: Tensor, dim: int | None = None) -> Tensor:  # type: ignore[misc]
@@ -595,3 +610,11 @@ class _Clone(F.Function):
 
   def backward(self, grad: LazyBuffer) -> LazyBuffer:
     return grad
+
+
+def _logaddexp(a: Tensor, b: Tensor) -> Tensor:
+  """log(exp(a) + exp(b)) without overflow: max + log1p(exp(-|a - b|)). Where the max is infinite it is the answer,
+  and the difference is taken as 0 there (inf - inf is NaN, and its gradient would be too, through the unused branch)."""
+  m = a.maximum(b)
+  inf = m.isinf()
+  return inf.where(m, m + (-inf.where(0.0, a - b).abs()).exp().log1p())

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tg import Device, Tensor, dtypes
+from tg.conformance._kit import is_slow_device
 from tg.device import is_dtype_supported
 from tg.errors import AxisError, DTypeError, ShapeError, TgArgumentError
 
@@ -214,6 +215,32 @@ def test_std_mean_var_mean_and_logcumsumexp():
   check(lambda t: t.logcumsumexp(1), lambda t: torch.logcumsumexp(t, 1), x, rtol=1e-5, atol=1e-6, grad_rtol=1e-4)
   wide = _arr([[-100.0, 0.0, -math.inf, math.inf, 2.0], [-math.inf, -math.inf, 1.0, 1.0, 80.0]])  # no overflow, -inf prefixes
   check(lambda t: t.logcumsumexp(-1), lambda t: torch.logcumsumexp(t, -1), wide, rtol=1e-6, atol=1e-6, grad=False)
+
+
+@pytest.mark.parametrize("n", [1025, 3000])
+def test_logcumsumexp_long_axis(n):
+  # past tensor_select.NETWORK_ABOVE: a log-depth scan of logaddexp; -inf runs, a +inf, a wide range of values
+  if is_slow_device() and n > 1025:
+    pytest.skip("an interpreter: one long axis is enough")
+  rng = np.random.default_rng(n)
+  x = _arr(rng.uniform(-40, 40, (2, n)))
+  check(lambda t: t.logcumsumexp(1), lambda t: torch.logcumsumexp(t, 1), x, rtol=1e-5, atol=1e-5, grad_rtol=1e-4, grad_atol=1e-5)
+  check(lambda t: t.logcumsumexp(0), lambda t: torch.logcumsumexp(t, 0), np.ascontiguousarray(x.T), rtol=1e-5, atol=1e-5, grad=False)
+  x[0, :300] = -math.inf
+  x[1, 700] = math.inf
+  x[1, 900] = -math.inf
+  check(lambda t: t.logcumsumexp(-1), lambda t: torch.logcumsumexp(t, -1), x, rtol=1e-5, atol=1e-5, grad=False)
+
+
+def test_logcumsumexp_of_a_million_is_fast():
+  if is_slow_device():
+    pytest.skip("an interpreter: 20 steps over 2^20 elements are minutes there")
+  import time
+  start = time.perf_counter()
+  out = Tensor.zeros(1 << 20).logcumsumexp().numpy()  # compiling included
+  took = time.perf_counter() - start
+  np.testing.assert_allclose(out[[0, 1, 999, (1 << 20) - 1]], np.log([1, 2, 1000, 1 << 20]), rtol=1e-5)
+  assert took < 10, f"logcumsumexp of 2^20 took {took:.1f} s"
 
 
 # ---------- products ----------

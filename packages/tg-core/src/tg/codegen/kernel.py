@@ -32,6 +32,7 @@ from tg.codegen.devectorize import devectorize
 from tg.codegen.linearize import linearize
 from tg.codegen.loop_collapse import collapse_loops
 from tg.codegen.lowerer import GLOBAL, GROUP, LOCAL, REDUCE, TC, UNROLL, UPCAST, AxisKind, Lowerer, default_axis_kinds, full_shape, kernel_stores
+from tg.codegen.one_hot_select import select_one_hot
 from tg.codegen.tensor_core import TensorCorePlan, operand_as
 from tg.codegen.transcendental import rewrite_transcendentals
 from tg.codegen.uops import UOp, UOps
@@ -307,6 +308,7 @@ class Kernel:
       if op.op in (BufferOps.LOAD, BufferOps.STORE):
         self.lowerer.buffer(op.arg)
     sink = self.lowerer.lower()
+    sink = select_one_hot(sink)  # a sum over a one-hot mask (a tensor index, gather, Embedding) becomes one load
     sink = collapse_loops(sink)  # arange-like sums of a masked constant become a count: no loop
     # transcendental fallback: ops the renderer can't compute become basic ALU ops, on vectors as on scalars (kernels
     # without them are untouched)

@@ -97,12 +97,17 @@ def _collapse(red: UOp) -> UOp | None:
       out = val if out is None else out + val
       continue
     w = t.src[0] if t.op is UOps.CAST else t  # a widened count (an int32 sum accumulated in int64): cast the term instead
-    if not (w.op is UOps.ALU and w.arg is TernaryOps.WHERE and w.src[2].op is UOps.CONST and w.src[2].arg == 0):
+    if not (w.op is UOps.ALU and w.arg is TernaryOps.WHERE):
+      return None
+    if w.src[2].op is UOps.CONST and w.src[2].arg == 0:
+      cond, x = w.src[0], w.src[1]
+    elif w.src[1].op is UOps.CONST and w.src[1].arg == 0:  # where(c, 0, x): where(not c, x, 0) folded (uops.fold)
+      cond, x = UOp(UOps.ALU, dtypes.bool, (w.src[0],), UnaryOps.NEG), w.src[2]
+    else:
       return None
     if w is not t:
       assert t.dtype is not None
-      t = w.src[0].alu(TernaryOps.WHERE, w.src[1].cast(t.dtype), UOp.const(t.dtype, 0))
-    cond, x = t.src[0], t.src[1]
+      x = x.cast(t.dtype)
     if _depends_on(x, r) or (iv := _interval(cond, r, start, end)) is None:
       return None
     count = _max(iv[1] + -iv[0], UOp.const(i32, 0))

@@ -356,6 +356,11 @@ def fold(u: UOp) -> UOp:
     return a.src[0]
   if u.arg is TernaryOps.WHERE and _is_const(a):
     return u.src[1] if (a.src[0] if _is_broadcast(a) else a).arg else u.src[2]
+  if u.arg is TernaryOps.WHERE and a.op is UOps.ALU and a.src[0].dtype is not None and a.src[0].dtype.scalar() == dtypes.bool and \
+     (a.arg is UnaryOps.NEG or (a.arg is BinaryOps.CMPNE and _is_const(a.src[1], True))):
+    # where(not c, x, y) is where(c, y, x): `==` is built as `(a != b) != True`, and the NOT of a vector compare is
+    # written lane by lane in C (a one-hot mask's select cost 8 scalar ops per 8 lanes)
+    return fold(UOp(UOps.ALU, u.dtype, (a.src[0], u.src[2], u.src[1]), TernaryOps.WHERE))
   return u
 
 

@@ -125,27 +125,22 @@ def _cast_of_loaded(b: LazyBuffer) -> bool:
 
 
 MAX_INDEX_MATH = 24  # nodes: an arange and a compare with it are 5-10; a hash (Tensor.rand's) is far more
-# Elements from which such a value is computed again rather than stored. Below it, storing is faster: an Embedding of
-# 1000 x 64 over 512 tokens, its (512 x 1000) mask computed in the sum's loop, took 13.6 ms against 7.9 stored (the
-# arange's two parts loaded and combined per element); a causal mask of 256 x 256 under 12 heads 11.9 against 10.1.
-# From 4M elements the memory is what matters (and the sum over the mask costs 3+ ops per element anyway): 50257 x 128
-# (6.4M) measured the same either way.
-INDEX_MATH_MIN_SIZE = 1 << 22
 
 
 def _index_math(b: LazyBuffer) -> bool:
   """Whether b is a little integer arithmetic (ints and bools only, at most MAX_INDEX_MATH elementwise nodes) over
-  positions and constants only, or over buffers too when it is large (INDEX_MATH_MIN_SIZE elements): an arange with a
-  step, a causal mask, a tensor index's one-hot mask. Read through a broadcast, such a value is computed again in
-  each copy rather than stored: a tensor index's mask over an axis of n elements, stored, was (indices x n) bools, 15
-  GB to index an axis of 2^31 elements; and one computed from positions alone is a kernel of its own saved."""
-  stack, seen, reads = [b], set(), False
+  positions, constants and buffers: an arange with a step, a causal mask, a tensor index's one-hot mask. Read through
+  a broadcast, such a value is computed again in each copy rather than stored:
+  - a tensor index's mask, stored, was (indices x axis) bools (15 GB to index an axis of 2^31 elements); computed in
+    the kernel that sums over it, the sum is one load at the index (codegen/one_hot_select.py: GPT-2's embedding of
+    128 tokens went from 5 s to 0.3 ms);
+  - one computed from positions alone is a kernel of its own saved."""
+  stack, seen = [b], set()
   while stack:
     n = stack.pop()
     if n.op in _NO_DATA or id(n) in seen:
       continue
     if n.realized is not None or isinstance(n.op, ReduceOps):  # (a reduction gets a buffer of its own whatever this says)
-      reads = True
       continue
     if not isinstance(n.op, (UnaryOps, BinaryOps, TernaryOps)) or not (n.dtype is dtypes.bool or dtypes.is_int(n.dtype)):
       return False
@@ -153,7 +148,7 @@ def _index_math(b: LazyBuffer) -> bool:
     if len(seen) > MAX_INDEX_MATH:
       return False
     stack.extend(s.base for s in n.srcs)
-  return not reads or (isinstance(b.size, int) and b.size >= INDEX_MATH_MIN_SIZE)
+  return True
 
 
 def _place(b: LazyBuffer, seen: set[LazyBuffer], realize: dict[LazyBuffer, None], order: dict[LazyBuffer, None]) -> None:

@@ -1,0 +1,212 @@
+"""One-hot sums become loads (codegen/one_hot_select.py): a tensor index, gather and Embedding read one element per
+output instead of looping over the indexed axis; the numbers never change, and an index out of range still raises."""
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from test_ops import helper_test_op
+
+from tg import Device, Tensor, dtypes
+from tg.codegen.kernel import Kernel
+from tg.codegen.one_hot_select import select_one_hot
+from tg.codegen.uops import UOp, UOps
+from tg.device import is_dtype_supported
+from tg.engine.schedule import create_schedule
+from tg.nn import Embedding
+from tg.ops import BinaryOps, BufferOps, MetaOps, TernaryOps, UnaryOps, exec_alu
+
+i32 = dtypes.int32
+N = 997  # the indexed axis: a prime no other axis of these tests has, so a loop over it is a RANGE that ends at N
+
+
+def _loops_over(t: Tensor, n: int = N) -> int:
+  """Reduce loops of n iterations in the kernels that compute t (after the one-hot sums became loads)."""
+  count = 0
+  for si in create_schedule([t.lazydata]):
+    if si.ast.op in (MetaOps.SINK, BufferOps.STORE):  # a kernel (not a copy)
+      k = Kernel(si.ast, Device[Device.DEFAULT].renderer).hand_coded_optimizations()
+      count += sum(1 for u in k.linearize() if u.op is UOps.RANGE and u.arg[1] and u.src[1].op is UOps.CONST and u.src[1].arg == n)
+  return count
+
+
+def _ints(shape: tuple[int, ...], lo: int, hi: int, dtype: type = np.int32, seed: int = 0) -> np.ndarray:
+  return np.random.default_rng(seed).integers(lo, hi, size=shape).astype(dtype)
+
+
+def test_index_reads_one_row_per_index() -> None:
+  x = np.random.default_rng(1).standard_normal((N, 8)).astype(np.float32)
+  idx = _ints((5,), 0, N)
+  out = Tensor(x)[Tensor(idx)]
+  assert _loops_over(out) == 0
+  np.testing.assert_array_equal(out.numpy(), x[idx])
+
+
+@pytest.mark.parametrize("shape,index", [
+  ((5, N), lambda i: (slice(None), i)),       # a later axis
+  ((N, 3, 4), lambda i: (i.reshape(2, 3),)),  # a 2-D index
+  ((2, N, 3), lambda i: (slice(None), -1 - i.reshape(3, 2))),  # negative indices
+], ids=["later axis", "2-D index", "negative"])
+def test_index_forms(shape, index) -> None:
+  x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+  idx = _ints((6,), 0, N)
+  got = Tensor(x)[index(Tensor(idx))]
+  assert _loops_over(got) == 0
+  np.testing.assert_array_equal(got.numpy(), x[index(idx)])
+
+
+def test_two_index_tensors_lose_both_loops() -> None:
+  x = np.random.default_rng(3).standard_normal((31, 37)).astype(np.float32)
+  i, j = _ints((4, 1), 0, 31), _ints((1, 5), 0, 37, seed=1)
+  got = Tensor(x)[Tensor(i), Tensor(j)]
+  assert _loops_over(got, 31) == 0 and _loops_over(got, 37) == 0
+  np.testing.assert_array_equal(got.numpy(), x[i, j])
+
+
+@pytest.mark.parametrize("npdt", [np.int64, np.uint8, np.int16])
+def test_index_dtypes(npdt) -> None:
+  if npdt is np.int64 and not is_dtype_supported(dtypes.int64):
+    pytest.skip("no int64 on this device")
+  n = 200 if npdt is np.uint8 else N
+  x = np.arange(n * 3, dtype=np.int32).reshape(n, 3)
+  idx = _ints((7,), 0, n, npdt)
+  got = Tensor(x)[Tensor(idx)]
+  assert _loops_over(got, n) == 0
+  np.testing.assert_array_equal(got.numpy(), x[idx])
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_gather(dim: int) -> None:
+  x = np.random.default_rng(4).standard_normal((N, 6) if dim == 0 else (6, N)).astype(np.float32)
+  idx = _ints((5, 6) if dim == 0 else (6, 5), 0, N)
+  got = Tensor(x).gather(dim, Tensor(idx))
+  assert _loops_over(got) == 0
+  np.testing.assert_array_equal(got.numpy(), torch.tensor(x).gather(dim, torch.tensor(idx, dtype=torch.int64)).numpy())
+
+
+def test_a_long_axis_is_not_split_into_partial_sums() -> None:
+  # a sum over 50000 elements into few outputs is split into a tree of partial sums (LazyBuffer._split_reduce), but a
+  # one-hot sum has one element per output: one kernel that loads it (a gather over GPT-2's logits was 5 kernels)
+  n = 50021
+  x = np.random.default_rng(6).standard_normal((3, n)).astype(np.float32)
+  idx = np.array([[0], [n - 1], [12345]], np.int32)
+  got = Tensor(x).gather(1, Tensor(idx))
+  kernels = [si for si in create_schedule([got.lazydata]) if si.ast.op in (MetaOps.SINK, BufferOps.STORE)]
+  assert len(kernels) == 1 and _loops_over(got, n) == 0
+  np.testing.assert_array_equal(got.numpy(), np.take_along_axis(x, idx, 1))
+
+
+def test_embedding_forward_and_backward() -> None:
+  Tensor.manual_seed(0)
+  emb = Embedding(N, 16)
+  idx = _ints((2, 9), 0, N)
+  out = emb(Tensor(idx))
+  assert _loops_over(out) == 0
+  w = emb.weight.numpy()
+  np.testing.assert_array_equal(out.numpy(), w[idx])
+  # the gradient is a scatter (a sum over the tokens for each row): its numbers are unchanged
+  emb.weight.requires_grad = True
+  (emb(Tensor(idx)) * Tensor(np.arange(16, dtype=np.float32))).sum().backward()
+  ref = torch.nn.functional.embedding(torch.tensor(idx, dtype=torch.int64), torch.tensor(w, requires_grad=True))
+  tw = ref.grad_fn.next_functions[0][0].variable
+  (ref * torch.arange(16, dtype=torch.float32)).sum().backward()
+  assert emb.weight.grad is not None and tw.grad is not None
+  np.testing.assert_allclose(emb.weight.grad.numpy(), tw.grad.numpy(), rtol=1e-6)
+
+
+def test_index_gradient_matches_torch() -> None:
+  idx = _ints((4,), 0, 7).tolist() + [3, 3]  # repeated rows: their gradients add up
+  helper_test_op([(7, 5)], lambda x: x[torch.tensor(idx)] * 2, lambda x: x[Tensor(np.array(idx, np.int32))] * 2)
+
+
+def test_an_index_out_of_range_reads_nothing_and_raises() -> None:
+  # without the gate on the load, an index of 2^30 reads 4 GB past the buffer: a crash, so in a process of its own
+  code = ("from tg import Tensor; import sys\n"
+          "x = Tensor.ones(997, 4).contiguous().realize()\n"
+          "for bad in (1 << 30, -(1 << 30), 997):\n"
+          "  try:\n"
+          "    x[Tensor([1, bad])].numpy()\n"
+          "  except IndexError as e:\n"
+          "    print('IndexError', e)\n"
+          "  try:\n"
+          "    x.gather(0, Tensor([[bad, 0, 0, 0]])).numpy()\n"
+          "  except IndexError as e:\n"
+          "    print('IndexError', e)\n")
+  r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=_env())
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert r.stdout.count("IndexError") == 6, r.stdout
+
+
+def _env() -> dict[str, str]:
+  import os
+  return {**os.environ, "DEVICE": Device.DEFAULT}
+
+
+def test_sum_of_data_over_the_axis_keeps_its_loop() -> None:
+  # a mask that is not one-hot (a comparison of order, not equality) leaves the reduce alone
+  x = np.random.default_rng(5).standard_normal((3, N)).astype(np.float32)
+  lim = Tensor(np.array([[10], [500], [996]], np.int32))
+  got = (Tensor.arange(N).reshape(1, N) < lim).where(Tensor(x), 0).sum(1)
+  assert _loops_over(got) == 1
+  np.testing.assert_allclose(got.numpy(), np.where(np.arange(N)[None] < lim.numpy(), x, 0).sum(1), rtol=1e-5, atol=1e-5)
+
+
+# ---- the rewrite itself, on UOps: against running the loop ----
+
+def _eval(u: UOp, env: dict[UOp, int]) -> int:
+  if u in env:
+    return env[u]
+  if u.op is UOps.CONST:
+    return u.arg  # type: ignore[no-any-return]
+  if u.op is UOps.CAST:
+    return _eval(u.src[0], env)
+  if u.op is UOps.ALU:
+    assert u.dtype is not None
+    return exec_alu(u.arg, u.dtype, [_eval(s, env) for s in u.src])  # type: ignore[no-any-return]
+  if u.op is UOps.REDUCE:
+    r = u.src[1]
+    return sum(_eval(u.src[0], {**env, r: i}) for i in range(_eval(r.src[0], env), _eval(r.src[1], env)))
+  raise AssertionError(f"can't evaluate {u.op}")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_select_matches_the_loop(seed: int) -> None:
+  rnd = random.Random(seed)
+  g = UOp(UOps.SPECIAL, i32, (), ("gidx0", 0, 40))  # stands for a loaded index: free of the loop
+  start, end = rnd.randint(-4, 3), rnd.randint(0, 12)
+  r = UOp(UOps.RANGE, i32, (UOp.const(i32, start), UOp.const(i32, end)), (1000, True))
+  terms = []
+  for _ in range(rnd.randint(1, 3)):
+    k, a, c = rnd.choice([-3, -2, -1, 1, 2, 3]), rnd.randint(-5, 5), rnd.randint(-20, 0)
+    lhs, rhs = r * k + a, g + c
+    ne = lhs.alu(BinaryOps.CMPNE, rhs) if rnd.random() < 0.5 else rhs.alu(BinaryOps.CMPNE, lhs)
+    eq = ne.alu(BinaryOps.CMPNE, UOp.const(dtypes.bool, True)) if rnd.random() < 0.5 else ne.alu(UnaryOps.NEG)
+    x = r * rnd.randint(-3, 3) + g  # the selected value depends on r
+    form = rnd.randrange(3)
+    if form == 0:  # the NOT folded into the where (uops.fold): where(a != b, 0, x)
+      terms.append(UOp(UOps.ALU, i32, (ne, UOp.const(i32, 0), x), TernaryOps.WHERE))
+      continue
+    if form == 1:  # another condition, checked at the selected r
+      eq = eq.logical_and(r.lt(rnd.randint(0, 8)))
+    terms.append(UOp(UOps.ALU, i32, (eq, x, UOp.const(i32, 0)), TernaryOps.WHERE))
+  body = terms[0]
+  for t in terms[1:]:
+    body = body + t
+  red = UOp(UOps.REDUCE, i32, (body, r), BinaryOps.ADD)
+  selected = select_one_hot(UOp(UOps.SINK, None, (red,))).src[0]
+  assert not any(u.op is UOps.REDUCE for u in selected.toposort()), "every term is one-hot"
+  for gv in range(40):
+    assert _eval(selected, {g: gv}) == _eval(red, {g: gv}), (seed, gv)
+
+
+def test_a_term_without_an_equality_keeps_the_loop() -> None:
+  g = UOp(UOps.SPECIAL, i32, (), ("gidx0", 0, 8))
+  r = UOp(UOps.RANGE, i32, (UOp.const(i32, 0), UOp.const(i32, 10)), (1000, True))
+  one_hot = r.alu(BinaryOps.CMPNE, g).alu(UnaryOps.NEG).alu(TernaryOps.WHERE, r, UOp.const(i32, 0))
+  ordered = r.lt(g).alu(TernaryOps.WHERE, r, UOp.const(i32, 0))
+  red = UOp(UOps.REDUCE, i32, (one_hot + ordered, r), BinaryOps.ADD)
+  assert select_one_hot(UOp(UOps.SINK, None, (red,))).src[0] is red
