@@ -12,8 +12,9 @@ import torch
 from test_ops import helper_test_op
 
 from tg import Device, Tensor, dtypes
-from tg.codegen.kernel import Kernel
-from tg.codegen.one_hot_select import select_one_hot
+from tg.codegen.kernel import Kernel, OptOps
+from tg.codegen.lowerer import REDUCE
+from tg.codegen.one_hot_select import one_hot_sum, select_one_hot
 from tg.codegen.uops import UOp, UOps
 from tg.device import is_dtype_supported
 from tg.engine.schedule import create_schedule
@@ -144,6 +145,25 @@ def test_an_index_out_of_range_reads_nothing_and_raises() -> None:
 def _env() -> dict[str, str]:
   import os
   return {**os.environ, "DEVICE": Device.DEFAULT}
+
+
+def _kernel(t: Tensor) -> Kernel:
+  si = [si for si in create_schedule([t.lazydata]) if si.ast.op in (MetaOps.SINK, BufferOps.STORE)][-1]
+  return Kernel(si.ast, Device[Device.DEFAULT].renderer)
+
+
+def test_heuristics_lay_a_one_hot_sum_out_as_an_elementwise_kernel() -> None:
+  # its loop is gone after the rewrite: the opts go to the output axes (an Embedding's row of 16 floats), none to the
+  # reduce axis it no longer walks
+  x, idx = Tensor.rand(N, 16).realize(), Tensor(_ints((8,), 0, N)).realize()
+  k = _kernel(x[idx])
+  reduce_axes = [i for i, kind in enumerate(k.kinds) if kind == REDUCE]
+  assert one_hot_sum(k.reduceop, reduce_axes)
+  k.hand_coded_optimizations()
+  assert all(o.op not in (OptOps.UNROLL, OptOps.GROUP, OptOps.GROUPTOP) for o in k.applied_opts), k.applied_opts
+  lim = Tensor(np.array([[10], [500]], np.int32))
+  plain = _kernel((Tensor.arange(N).reshape(1, N) < lim).where(Tensor.rand(2, N), 0).sum(1))
+  assert not one_hot_sum(plain.reduceop, [i for i, kind in enumerate(plain.kinds) if kind == REDUCE])
 
 
 def test_sum_of_data_over_the_axis_keeps_its_loop() -> None:

@@ -32,7 +32,7 @@ from tg.codegen.devectorize import devectorize
 from tg.codegen.linearize import linearize
 from tg.codegen.loop_collapse import collapse_loops
 from tg.codegen.lowerer import GLOBAL, GROUP, LOCAL, REDUCE, TC, UNROLL, UPCAST, AxisKind, Lowerer, default_axis_kinds, full_shape, kernel_stores
-from tg.codegen.one_hot_select import select_one_hot
+from tg.codegen.one_hot_select import one_hot_sum, select_one_hot
 from tg.codegen.tensor_core import TensorCorePlan, operand_as
 from tg.codegen.transcendental import rewrite_transcendentals
 from tg.codegen.uops import UOp, UOps
@@ -344,10 +344,17 @@ class Kernel:
     global_size = tuple(self.lowerer.global_size) if self.renderer.global_ids else ()
     local_size = tuple(self.lowerer.local_size) if self.renderer.global_ids else ()
     loads = [op for op in self.ast.lazyops() if op.op is BufferOps.LOAD]
-    mem = sum(op.arg.dtype.itemsize * op.arg.st.real_size() for op in loads) + \
-      sum(s.arg.dtype.itemsize * prod(s.arg.st.shape) for s in kernel_stores(self.ast))
-    # napkin math for DEBUG=2: one op per ALU/reduce node per point of the iteration space
-    ops = prod(self.full_shape) * sum(1 for op in self.ast.lazyops() if op.op not in BufferOps and op.op is not MetaOps.SINK)
+    reduce_axes = [i for i, kind in enumerate(self.kinds) if kind in (REDUCE, UNROLL, GROUP)]
+    stores = sum(s.arg.dtype.itemsize * prod(s.arg.st.shape) for s in kernel_stores(self.ast))
+    # napkin math for DEBUG=2: one op per ALU/reduce node per point of the iteration space. A one-hot sum's loop is gone
+    # (one_hot_select): one point per output, and a load moving along the reduce axes reads one element per output
+    one_hot = one_hot_sum(self.reduceop, reduce_axes)
+    outputs = prod(s for i, s in enumerate(self.full_shape) if i not in reduce_axes)
+    space = outputs if one_hot else prod(self.full_shape)
+    def read(st: ShapeTracker) -> sint:
+      return outputs if one_hot and any(st.real_strides()[r] != 0 for r in reduce_axes) else st.real_size()
+    mem = sum(op.arg.dtype.itemsize * read(op.arg.st) for op in loads) + stores
+    ops = space * sum(1 for op in self.ast.lazyops() if op.op not in BufferOps and op.op is not MetaOps.SINK)
     buf_count = len({u.arg for u in uops if u.op is UOps.DEFINE_GLOBAL})
     assert [u.arg for u in uops if u.op is UOps.DEFINE_GLOBAL] == list(range(buf_count)), "buffer parameters are 0..n-1 in order"
     variables = tuple(u.arg for u in uops if u.op is UOps.DEFINE_VAR)

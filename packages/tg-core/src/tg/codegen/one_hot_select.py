@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from tg.codegen.uops import UOp, UOps, fold
 from tg.dtype import DType, dtypes
-from tg.ops import BinaryOps, TernaryOps, UnaryOps
+from tg.ops import BinaryOps, BufferOps, LazyOp, ReduceOps, TernaryOps, UnaryOps
 
 
 class _Deps:
@@ -258,3 +258,21 @@ def select_one_hot(sink: UOp) -> UOp:
       ret = memo[u] = ret if new_src == ret.src else UOp(ret.op, ret.dtype, new_src, ret.arg)
     return ret
   return rw(sink)
+
+
+def one_hot_sum(ast_reduce: LazyOp | None, reduce_axes: list[int]) -> bool:
+  """Whether the kernel's reduction is a sum over a one-hot mask of positions along its reduce axes, WHERE(cond, x, 0)
+  with cond comparing (==) something with positions that move along a reduce axis: after select_one_hot its loop is
+  gone and each output one load, so the heuristics should lay it out as an elementwise kernel (vectors along the
+  rows it copies: an Embedding's 768 floats per token), not as a reduction over an axis it no longer walks."""
+  if ast_reduce is None or ast_reduce.op is not ReduceOps.SUM or not reduce_axes:
+    return False
+  w = ast_reduce.src[0]
+  w = w.src[0] if w.op is UnaryOps.CAST else w
+  if w.op is not TernaryOps.WHERE or not (w.src[2].op is BufferOps.CONST and w.src[2].arg.val == 0):
+    return False
+  cond = list(w.src[0].lazyops())
+  equality = any(op.op is BinaryOps.CMPNE and op.src[1].op is BufferOps.CONST and op.src[1].arg.val is True and
+                 op.src[0].op is BinaryOps.CMPNE for op in cond)
+  positions = any(op.op is BufferOps.IOTA and any(op.arg.st.real_strides()[r] != 0 for r in reduce_axes) for op in cond)
+  return equality and positions

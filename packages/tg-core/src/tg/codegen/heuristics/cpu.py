@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from tg.codegen.heuristics import try_opt
 from tg.codegen.kernel import Kernel, Opt, OptOps
 from tg.codegen.lowerer import ACC_CHAINS, GLOBAL, REDUCE, UPCAST, kernel_stores
+from tg.codegen.one_hot_select import one_hot_sum
 from tg.dtype import dtypes
 from tg.helpers import prod
 from tg.ops import BufferOps, MemBuffer, MetaOps
@@ -126,6 +127,8 @@ def cpu_opts(k: Kernel) -> Kernel:
   shape = k.full_shape
   reduce_axes = [i for i, kind in enumerate(k.kinds) if kind == REDUCE]
   globals_ = [i for i, kind in enumerate(k.kinds) if kind == GLOBAL and isinstance(shape[i], int)]
+  if one_hot_sum(k.reduceop, reduce_axes):  # one load per output once its loop is gone: laid out as an elementwise kernel
+    reduce_axes = []
   if reduce_axes:
     broadcast = reuse_axes(k, globals_)
     whole = register_tile(target)

@@ -15,6 +15,7 @@ from tg.codegen.heuristics import try_opt
 from tg.codegen.heuristics.cpu import reuse_axes
 from tg.codegen.kernel import Kernel, Opt, OptOps
 from tg.codegen.lowerer import GLOBAL, REDUCE
+from tg.codegen.one_hot_select import one_hot_sum
 from tg.helpers import prod
 from tg.ops import BufferOps
 from tg.settings import TC as USE_TC
@@ -35,6 +36,8 @@ def workgroup_opts(k: Kernel) -> Kernel:
   shape = k.full_shape
   globals_ = [i for i, kind in enumerate(k.kinds) if kind == GLOBAL and isinstance(shape[i], int)]
   reduce_axes = [i for i, kind in enumerate(k.kinds) if kind == REDUCE and isinstance(shape[i], int)]
+  if one_hot_sum(k.reduceop, reduce_axes):  # one load per output once its loop is gone: laid out as an elementwise kernel
+    reduce_axes = []
   outputs = prod(s for s, kind in zip(shape, k.kinds) if kind == GLOBAL)
   reuse = reuse_axes(k, globals_) if reduce_axes else []
   r = max(reduce_axes, key=lambda i: shape[i]) if reduce_axes else -1  # type: ignore[arg-type,return-value]
