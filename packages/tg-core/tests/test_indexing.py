@@ -361,6 +361,20 @@ def test_setitem_with_a_repeated_index_keeps_the_last_value(kind):
   assert t.tolist() == [10.0, 7.0, 30.0]
 
 
+def test_setitem_with_many_repeated_and_negative_indices():
+  n, k = 1000, 300
+  rng = np.random.default_rng(k)
+  idx = rng.integers(-n, n, k)
+  idx[::7] = idx[3]  # repeated: the last of its values is written (and once as a negative index)
+  idx[5] = idx[3] - n if idx[3] >= 0 else idx[3] + n
+  vals = rng.standard_normal(k).astype(np.float32)
+  ref = np.arange(n, dtype=np.float32)
+  t = Tensor(ref.copy()).realize()
+  t[Tensor(idx.astype(np.int32))] = Tensor(vals)
+  ref[idx] = vals
+  np.testing.assert_array_equal(t.numpy(), ref)
+
+
 # ---------- gather ----------
 
 
