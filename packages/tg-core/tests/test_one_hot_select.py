@@ -124,6 +124,33 @@ def test_index_gradient_matches_torch() -> None:
   helper_test_op([(7, 5)], lambda x: x[torch.tensor(idx)] * 2, lambda x: x[Tensor(np.array(idx, np.int32))] * 2)
 
 
+@pytest.mark.parametrize("view", ["expanded", "padded", "computed", "flipped"])
+def test_index_into_views_and_computed_values(view: str) -> None:
+  # the selected element is read through the view (its mask gates the load too) or computed at the index
+  rng = np.random.default_rng(7)
+  a, b = rng.standard_normal((N, 5)).astype(np.float32), rng.standard_normal((N, 1)).astype(np.float32)
+  make = {"expanded": lambda t, u: u.expand(N, 5), "padded": lambda t, u: t.pad(((3, 0), (1, 1)))[:N],
+          "computed": lambda t, u: (t * 2 + u).exp(), "flipped": lambda t, u: t.flip(0)}[view]
+  ref = {"expanded": lambda: np.broadcast_to(b, (N, 5)), "padded": lambda: np.pad(a, ((3, 0), (1, 1)))[:N],
+         "computed": lambda: np.exp(a * 2 + b), "flipped": lambda: a[::-1]}[view]()
+  idx = np.array([0, 1, 2, N - 1, 500, 2], np.int32)
+  got = make(Tensor(a), Tensor(b))[Tensor(idx)]
+  assert _loops_over(got) == 0
+  np.testing.assert_allclose(got.numpy(), ref[idx], rtol=1e-6)
+
+
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16, dtypes.int8, dtypes.bool])
+def test_gather_of_narrow_dtypes(dt) -> None:
+  if not is_dtype_supported(dt):
+    pytest.skip(f"no {dt} on this device")
+  x = np.random.default_rng(8).standard_normal((N, 4)) * 10
+  src = Tensor(x.astype(np.float32)).cast(dt).realize()
+  idx = np.array([[5, 0, N - 1, 7]], np.int32)
+  got = src.gather(0, Tensor(idx))
+  assert got.dtype == dt and _loops_over(got) == 0
+  np.testing.assert_array_equal(got.cast(dtypes.float32).numpy(), np.take_along_axis(src.cast(dtypes.float32).numpy(), idx, 0))
+
+
 def test_an_index_out_of_range_reads_nothing_and_raises() -> None:
   # without the gate on the load, an index of 2^30 reads 4 GB past the buffer: a crash, so in a process of its own
   code = ("from tg import Tensor; import sys\n"

@@ -57,6 +57,13 @@ def _wide(t: Tensor, n: int = 0) -> Tensor:
   return t if t.dtype in (dtypes.int32, dtypes.int64, dtypes.uint32, dtypes.uint64) else t.cast(dtypes.int32)
 
 
+def _selectable(x: Tensor) -> Tensor:
+  """x as the one-hot sum selects it: a half float in float32, which its sum accumulates in anyway. Selected in its own
+  dtype, a device that emulates it rounds each where() to it, and the sum's term is no longer a where that
+  codegen/one_hot_select.py makes one load (a bfloat16 LLaMA's embedding walked the whole vocabulary per element)."""
+  return x.cast(dtypes.float32) if x.dtype in (dtypes.float16, dtypes.bfloat16) else x
+
+
 def _index_dtype(n: int) -> DType:
   """The dtype positions along an axis of n elements are computed in: int32, int64 past its range."""
   return dtypes.int64 if n > _INT32_MAX else dtypes.int32
@@ -268,7 +275,7 @@ class IndexingMixin:
       mask = hot if mask is None else (mask & hot)
     assert mask is not None
     zero = 0.0 if dtypes.is_float(self.dtype) else 0
-    out = mask.where(xp, zero).sum(tuple(range(-len(axes), 0)))
+    out = mask.where(_selectable(xp), zero).sum(tuple(range(-len(axes), 0)))
     out = out.cast(self.dtype) if out.dtype != self.dtype else out
     for (a, t), dim in zip(tensor_axes, dims):
       if dim is not None:
@@ -334,7 +341,7 @@ class IndexingMixin:
     x = self.shrink(tuple(None if k == d else (0, i) for k, i in enumerate(index.shape)))
     x = x.unsqueeze(-1).transpose(d, -1)  # the gathered axis last, a size-1 axis in its place
     hot = index.unsqueeze(-1) == Tensor.arange(n, device=self.device)
-    out = hot.where(x, 0.0 if dtypes.is_float(self.dtype) else 0).sum(-1)
+    out = hot.where(_selectable(x), 0.0 if dtypes.is_float(self.dtype) else 0).sum(-1)
     out = out.cast(self.dtype) if out.dtype != self.dtype else out
     _range_guard([out, hot], index, 0, n, _bounds_error(d, n, "gather"))  # as torch, no negative indices
     return out
