@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from test_loop_collapse import _eval
 from test_ops import helper_test_op
 
 from tg import Device, Tensor, dtypes
@@ -19,7 +20,7 @@ from tg.codegen.uops import UOp, UOps
 from tg.device import is_dtype_supported
 from tg.engine.schedule import create_schedule
 from tg.nn import Embedding
-from tg.ops import BinaryOps, BufferOps, MetaOps, TernaryOps, UnaryOps, exec_alu
+from tg.ops import BinaryOps, BufferOps, MetaOps, TernaryOps, UnaryOps
 
 i32 = dtypes.int32
 N = 997  # the indexed axis: a prime no other axis of these tests has, so a loop over it is a RANGE that ends at N
@@ -203,22 +204,6 @@ def test_sum_of_data_over_the_axis_keeps_its_loop() -> None:
 
 
 # ---- the rewrite itself, on UOps: against running the loop ----
-
-def _eval(u: UOp, env: dict[UOp, int]) -> int:
-  if u in env:
-    return env[u]
-  if u.op is UOps.CONST:
-    return u.arg  # type: ignore[no-any-return]
-  if u.op is UOps.CAST:
-    return _eval(u.src[0], env)
-  if u.op is UOps.ALU:
-    assert u.dtype is not None
-    return exec_alu(u.arg, u.dtype, [_eval(s, env) for s in u.src])  # type: ignore[no-any-return]
-  if u.op is UOps.REDUCE:
-    r = u.src[1]
-    return sum(_eval(u.src[0], {**env, r: i}) for i in range(_eval(r.src[0], env), _eval(r.src[1], env)))
-  raise AssertionError(f"can't evaluate {u.op}")
-
 
 @pytest.mark.parametrize("seed", range(40))
 def test_select_matches_the_loop(seed: int) -> None:

@@ -10,7 +10,7 @@ A reduce that has any other shape is left as it is.
 """
 from __future__ import annotations
 
-from tg.codegen.uops import UOp, UOps
+from tg.codegen.uops import UOp, UOps, rewrite_reduces
 from tg.dtype import dtypes
 from tg.ops import BinaryOps, TernaryOps, UnaryOps
 
@@ -118,16 +118,4 @@ def _collapse(red: UOp) -> UOp | None:
 
 def collapse_loops(sink: UOp) -> UOp:
   """`sink` with every collapsible REDUCE replaced by its closed form (see the module docstring)."""
-  reduces = [u for u in sink.toposort() if u.op is UOps.REDUCE]
-  replace = {u: c for u in reduces if (c := _collapse(u)) is not None}
-  if not replace:
-    return sink
-  memo: dict[UOp, UOp] = {}
-
-  def rw(u: UOp) -> UOp:
-    if (ret := memo.get(u)) is None:
-      ret = replace[u] if u in replace else u
-      new_src = tuple(rw(s) for s in ret.src)
-      ret = memo[u] = ret if new_src == ret.src else UOp(ret.op, ret.dtype, new_src, ret.arg)
-    return ret
-  return rw(sink)
+  return rewrite_reduces(sink, _collapse)

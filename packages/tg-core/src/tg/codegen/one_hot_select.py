@@ -12,14 +12,19 @@ where cond is a conjunction holding an equality `k*r + a == e` (k a nonzero inte
 valid = v is a whole number in [start, end) and the rest of cond holds at r = v, and every load of x(v) that depends
 on v reads only where valid (an index out of range read nothing before, and reads nothing now: its error is the
 index guard's, tg.divcheck). A sum of such terms (an unrolled loop) becomes the sum of their loads. A reduce over
-several loops loses each loop that an equality solves. Any other reduce is left as it is, and so is one whose
-value is a vector with a lane-dependent condition (each lane would load at its own index).
+several loops loses each loop that an equality solves. A vector whose lanes select at indices of their own (a
+gather along the kernel's vector axis) is selected lane by lane, each lane a scalar load. Any other reduce is left
+as it is.
 """
 from __future__ import annotations
 
-from tg.codegen.uops import UOp, UOps, fold
+from tg.codegen.uops import UOp, UOps, fold, rewrite_reduces
 from tg.dtype import DType, dtypes
 from tg.ops import BinaryOps, BufferOps, LazyOp, ReduceOps, TernaryOps, UnaryOps
+
+
+class _Unsolvable(Exception):
+  """A term that can't be selected (a loop of its own inside it, a read after a barrier)."""
 
 
 class _Deps:
@@ -176,10 +181,6 @@ def _select(term: UOp, r: UOp, deps: _Deps) -> UOp | None:
   return out.cast(cast) if cast is not None else out
 
 
-class _Unsolvable(Exception):
-  pass
-
-
 def _lane(u: UOp, i: int, memo: dict[UOp, UOp]) -> UOp:
   """Lane i of the vector value u as a scalar graph: a vector LOAD of consecutive elements becomes the load of its
   i-th element (what a gather at a per-lane index needs: each lane loads from its own row). `memo`: lane i of the
@@ -229,9 +230,9 @@ def _select_reduce(red: UOp) -> UOp | None:
     return None
   val, ranges, changed = red.src[0], list(red.src[1:]), False
   for r in list(ranges):
-    deps = _Deps(r)
-    picked = [p for t in _terms(val) if (p := _select_term(t, r, deps)) is not None]
-    if len(picked) != len(_terms(val)):
+    deps, terms = _Deps(r), _terms(val)
+    picked = [p for t in terms if (p := _select_term(t, r, deps)) is not None]
+    if len(picked) != len(terms):
       continue
     val = picked[0]
     for p in picked[1:]:
@@ -245,19 +246,7 @@ def _select_reduce(red: UOp) -> UOp | None:
 
 def select_one_hot(sink: UOp) -> UOp:
   """`sink` with every one-hot sum replaced by the load it selects (see the module docstring)."""
-  reduces = [u for u in sink.toposort() if u.op is UOps.REDUCE]
-  replace = {u: c for u in reduces if (c := _select_reduce(u)) is not None}
-  if not replace:
-    return sink
-  memo: dict[UOp, UOp] = {}
-
-  def rw(u: UOp) -> UOp:
-    if (ret := memo.get(u)) is None:
-      ret = replace[u] if u in replace else u
-      new_src = tuple(rw(s) for s in ret.src)
-      ret = memo[u] = ret if new_src == ret.src else UOp(ret.op, ret.dtype, new_src, ret.arg)
-    return ret
-  return rw(sink)
+  return rewrite_reduces(sink, _select_reduce)
 
 
 def one_hot_sum(ast_reduce: LazyOp | None, reduce_axes: list[int]) -> bool:

@@ -294,6 +294,22 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher) -> UOp:
   return rw(sink)
 
 
+def rewrite_reduces(sink: UOp, fn: Callable[[UOp], UOp | None]) -> UOp:
+  """`sink` with each REDUCE for which fn returns a node replaced by it (the nodes above it rebuilt on the new one)."""
+  replace = {u: c for u in sink.toposort() if u.op is UOps.REDUCE and (c := fn(u)) is not None}
+  if not replace:
+    return sink
+  memo: dict[UOp, UOp] = {}
+
+  def rw(u: UOp) -> UOp:
+    if (ret := memo.get(u)) is None:
+      ret = replace.get(u, u)
+      new_src = tuple(rw(s) for s in ret.src)
+      ret = memo[u] = ret if new_src == ret.src else UOp(ret.op, ret.dtype, new_src, ret.arg)
+    return ret
+  return rw(sink)
+
+
 # ---------- constant folding, applied as nodes are built ----------
 
 def _is_const(u: UOp, val: Any = None) -> bool:
