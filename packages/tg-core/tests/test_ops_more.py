@@ -774,6 +774,18 @@ def test_flatten(shape, start, end):
   helper_test_op([shape], lambda x: x.flatten(start, end), lambda x: x.flatten(start, end))
 
 
+def test_flatten_start_after_end_and_tril_of_1d_raise():
+  # flatten(1, 0) reshaped (2, 3) to (2, 1, 3) (a product over no axes), flatten(-1, 0) raised a reshape error; a
+  # 1-d tril/triu raised 'tuple index out of range': torch refuses both with a RuntimeError naming the problem
+  from tg.errors import TgArgumentError
+  for f in (lambda: Tensor.ones(2, 3).flatten(1, 0), lambda: Tensor.ones(2, 3, 4).flatten(-1, 0)):
+    with pytest.raises(TgArgumentError, match="start_dim cannot come after end_dim"):
+      f()
+  for f in (lambda: Tensor.ones(3).tril(), lambda: Tensor.ones(3).triu(1), lambda: Tensor(2.0).tril()):
+    with pytest.raises(TgArgumentError, match="at least 2 dimensions"):
+      f()
+
+
 # ---------- linear algebra and nn functional ----------
 
 

@@ -882,6 +882,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     if self.ndim == 0:
       return self.reshape(1)
     s, e = self._resolve_axis(start_dim), self._resolve_axis(end_dim)
+    if s > e:  # as torch: the product over no axes would insert a size-1 axis
+      raise TgArgumentError(f"flatten({start_dim}, {end_dim}) has invalid args: start_dim cannot come after end_dim")
     return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
 
   def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
@@ -969,6 +971,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return self._tri(diagonal, lower=False)
 
   def _tri(self, diagonal: int, lower: bool) -> Tensor:
+    if self.ndim < 2:  # as torch (the last two axes were indexed: IndexError)
+      raise TgArgumentError(f"{'tril' if lower else 'triu'}: input tensor must have at least 2 dimensions, got shape {self.shape}")
     n, m = _concrete(self.shape[-2]), _concrete(self.shape[-1])
     rows = Tensor.arange(n, device=self.device).reshape(n, 1)
     cols = Tensor.arange(m, device=self.device).reshape(1, m)
