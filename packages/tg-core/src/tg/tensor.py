@@ -712,19 +712,20 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   def glorot_uniform(*shape: Any, **kwargs: Any) -> Tensor:
     s = argfix(*shape)
-    bound = math.sqrt(6 / (s[0] + prod(s[1:])))
+    # a shape with no elements has nothing to draw (torch's init is a no-op there): no bound to divide by its fans
+    bound = math.sqrt(6 / (s[0] + prod(s[1:]))) if prod(s) else 0.0
     return Tensor.uniform(*s, low=-bound, high=bound, **kwargs)
 
   @staticmethod
   def kaiming_uniform(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
     s = argfix(*shape)
-    bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(s[1:]))
+    bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(s[1:])) if prod(s) else 0.0
     return Tensor.uniform(*s, low=-bound, high=bound, **kwargs)
 
   @staticmethod
   def kaiming_normal(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
     s = argfix(*shape)
-    std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(s[1:]))
+    std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(s[1:])) if prod(s) else 0.0
     return Tensor.normal(*s, mean=0.0, std=std, **kwargs)
 
   def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
