@@ -93,6 +93,26 @@ def test_clip_tensor_bounds():
   helper_test_op(None, lambda a, b, c: a.clamp(b, c), lambda a, b, c: a.clip(b, c), vals=[x[0], lo[:, :1], hi[0, 1]], atol=0, forward_only=True)
 
 
+def test_clip_integer_tensor_with_a_bound_outside_its_dtype():
+  # torch converts an int bound to the tensor's dtype: a negative one wraps for an unsigned dtype (uint8 clamp(-1, 3) is
+  # clamp(255, 3): a min above the max, so 3 everywhere), one that doesn't fit otherwise raises. tg compared -1 > 3 in
+  # Python but clamped with 255 (giving [255, 3, 3]), and clamped uint8 at 256 to 0 and int8 at -129 to 127
+  from tg.errors import TgArgumentError
+  x = np.array([1, 5, 200], np.uint8)
+  for lo, hi in ((-1, 3), (-1, None), (None, -1), (-255, None), (0, 255)):
+    want = torch.tensor(x).clamp(lo, hi).numpy()
+    got = Tensor(x).clamp(lo, hi).numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+  for xs, dt, lo, hi in ((x, dtypes.uint8, 0, 256), (x, dtypes.uint8, -256, None), (x.astype(np.int8), dtypes.int8, -129, None),
+                         (x.astype(np.int8), dtypes.int8, None, 128), (x.astype(np.int32), dtypes.int32, -5, 2 ** 31)):
+    with pytest.raises(RuntimeError):
+      torch.tensor(xs).clamp(lo, hi)
+    with pytest.raises(TgArgumentError, match="without overflow"):
+      Tensor(xs, dtype=dt).clamp(lo, hi)
+  np.testing.assert_array_equal(Tensor(x.astype(np.int8)).clamp(-128, 127).numpy(), x.astype(np.int8))
+
+
 def test_clip_tensor_bounds_nan_and_dtypes():
   nan = math.nan
   x = np.array([nan, 1.0, 5.0, 2.0], np.float32)

@@ -1311,10 +1311,23 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       return self._clip_tensors(min_, max_)
     if any(isinstance(b, float) and b != b for b in (min_, max_)):  # a NaN bound: NaN everywhere, as torch (a compare ignored it)
       return self._zero_grad(Tensor.full(self.shape, math.nan, device=self.device).cast(least_upper_dtype(self.dtype, dtypes.default_float)))
-    if min_ is not None and max_ is not None and min_ > max_:
-      return self._zero_grad(Tensor.full(self.shape, max_, device=self.device).cast(least_upper_dtype(self.dtype, dtypes.from_py(max_))))
+    if dtypes.is_int(self.dtype):  # an int bound in the tensor's dtype, as torch: wrapped if it was compared wrapped
+      min_, max_ = (self._int_bound(b) for b in (min_, max_))
+    if min_ is not None and max_ is not None and min_ > max_:  # (an int max keeps an integer tensor's dtype: uint8 stays uint8)
+      dt = self.dtype if dtypes.is_int(self.dtype) and isinstance(max_, int) else least_upper_dtype(self.dtype, dtypes.from_py(max_))
+      return self._zero_grad(Tensor.full(self.shape, max_, device=self.device).cast(dt))
     ret = self if min_ is None else (self < min_).where(min_, self)
     return ret if max_ is None else (self > max_).where(max_, ret)
+
+  def _int_bound(self, b: Scalar | None) -> Scalar | None:
+    """A scalar int bound of an integer tensor's clip in its dtype: torch converts it, letting a negative one wrap into an
+    unsigned dtype (-1 -> 255) and refusing any other that doesn't fit (uint8 at 256 clamped to 0, int8 at -129 to 127)."""
+    if not isinstance(b, int) or isinstance(b, bool):
+      return b
+    lo, hi = dtypes.min(self.dtype), dtypes.max(self.dtype)
+    if b > hi or b < (-hi if dtypes.is_unsigned(self.dtype) else lo):
+      raise TgArgumentError(f"clip bound {b} cannot be converted to type {self.dtype} without overflow")
+    return dtypes.as_const(b, self.dtype)
 
   def _clip_tensors(self, min_: Tensor | Scalar | None, max_: Tensor | Scalar | None) -> Tensor:
     """clip with a tensor bound, elementwise as torch's clamp: min(max(x, lo), hi) over the three broadcast together
