@@ -1741,6 +1741,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
           sizes[c] = s
     if set(out) - set(sizes):
       raise TgArgumentError(f"einsum output {out!r} has letters no operand has")
+    if len(set(out)) != len(out):  # as torch (the permute below would name an axis twice)
+      raise TgArgumentError(f"einsum output {out!r} names a letter more than once")
     order = list(out) + sorted(set(sizes) - set(out))
     full = tuple(sizes[c] for c in order)
     prod_: Tensor | None = None
