@@ -809,6 +809,27 @@ def test_flatten_start_after_end_and_tril_of_1d_raise():
 # ---------- linear algebra and nn functional ----------
 
 
+def test_integer_matmul_keeps_the_dtype_as_torch():
+  # torch (and tinygrad) give an integer matmul its operands' dtype, wrapping as it overflows; tg's sum turned every
+  # integer matmul into int64 (int8 100 + 100 gave 200 where torch gives -56; int32 products wrapped, their sum didn't)
+  for dt, tdt, a, b in ((dtypes.int8, torch.int8, [[100, 100], [3, -4]], [[1, 2], [1, 3]]),
+                        (dtypes.uint8, torch.uint8, [[200, 100], [3, 4]], [[1, 2], [1, 3]]),
+                        (dtypes.int32, torch.int32, [[2 ** 30, 2 ** 30], [7, -9]], [[4, 1], [4, 2]]),
+                        (dtypes.int64, torch.int64, [[2 ** 40, 3]], [[2 ** 20], [5]])):
+    if not is_dtype_supported(dt):
+      continue
+    want = torch.tensor(a, dtype=tdt) @ torch.tensor(b, dtype=tdt)
+    for got in (Tensor(a, dtype=dt) @ Tensor(b, dtype=dt), Tensor(a, dtype=dt).dot(Tensor(b, dtype=dt)),
+                Tensor.einsum("ij,jk->ik", Tensor(a, dtype=dt), Tensor(b, dtype=dt))):
+      assert got.dtype == dt
+      np.testing.assert_array_equal(got.numpy(), want.numpy())
+  np.testing.assert_array_equal((Tensor([1, 2], dtype=dtypes.int8) @ Tensor([[1], [2]], dtype=dtypes.int16)).numpy(), [5])
+  assert (Tensor([1, 2], dtype=dtypes.int8) @ Tensor([[1], [2]], dtype=dtypes.int16)).dtype == dtypes.int16
+  got = Tensor([[True, False], [False, False]]) @ Tensor([[True, True], [False, True]])  # bool: numpy's logical matmul
+  assert got.dtype == dtypes.bool
+  np.testing.assert_array_equal(got.numpy(), np.array([[True, True], [False, False]]))
+
+
 @pytest.mark.parametrize("shapes", [[(4, 5), (3, 5), (3,)], [(2, 4, 5), (3, 5), (3,)], [(5,), (2, 5), (2,)]])
 def test_linear(shapes):
   # tg's weight is (in, out) (x @ w), torch's is (out, in)

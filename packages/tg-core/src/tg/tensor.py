@@ -1712,7 +1712,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     if (dt := least_upper_dtype(x.dtype, wt.dtype)) in (dtypes.float16, dtypes.bfloat16):
       # products in float32 too, as torch: 300 * 300 passes float16's 65504 though the dot product may not
       return (x.cast(dtypes.float32) * wt.cast(dtypes.float32)).sum(-1).cast(dt)
-    return (x * wt).sum(-1)
+    # an integer (or bool) matmul keeps its operands' dtype, as torch's and tinygrad's: the sum alone would be int64
+    return (x * wt).sum(-1) if dtypes.is_float(dt) else (x * wt).sum(-1).cast(dt)
 
   @staticmethod
   def einsum(formula: str, *operands: Tensor) -> Tensor:
@@ -1752,7 +1753,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       x = x.reshape(tuple(sizes[c] if c in letters and t.shape[letters.index(c)] != 1 else 1 for c in order)).expand(full)
       prod_ = x if prod_ is None else prod_ * x
     assert prod_ is not None
-    return prod_.sum(tuple(range(len(out), len(order)))) if len(order) > len(out) else prod_
+    if len(order) == len(out):
+      return prod_
+    ret = prod_.sum(tuple(range(len(out), len(order))))
+    return ret if dtypes.is_float(prod_.dtype) else ret.cast(prod_.dtype)  # integers keep their dtype, as torch's einsum
 
   def matmul(self, x: Tensor, reverse: bool = False) -> Tensor:
     return x.dot(self) if reverse else self.dot(x)
