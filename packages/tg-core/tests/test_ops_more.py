@@ -741,6 +741,13 @@ def test_chunk(shape, chunks, dim):
   helper_test_op([shape], lambda x: _weighted_concat(x.chunk(chunks, dim)), lambda x: _weighted_concat(x.chunk(chunks, dim)))
 
 
+@pytest.mark.parametrize("shape,chunks,dim", [((0,), 3, 0), ((2, 0), 2, 1), ((0, 3), 1, 0)])
+def test_chunk_of_an_empty_axis_gives_that_many_empty_chunks(shape, chunks, dim):
+  # torch (and tinygrad) split an empty axis into `chunks` empty pieces; tg gave one
+  gp, tp = Tensor.zeros(*shape).chunk(chunks, dim), torch.zeros(shape).chunk(chunks, dim)
+  assert [a.shape for a in gp] == [tuple(b.shape) for b in tp]
+
+
 @pytest.mark.parametrize("shape,padding", [
   ((1, 2, 3, 4), (1, 2)),
   ((1, 2, 3, 4), (1, 1, 2, 0)),

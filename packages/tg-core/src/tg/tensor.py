@@ -1060,7 +1060,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     if self.ndim == 0:
       raise TgArgumentError("split and chunk take a tensor of at least one dimension, not a 0-d one")
     n = _concrete(self.shape[d])
-    return self.split(max(1, -(-n // chunks)), dim)
+    if n == 0:  # an empty axis: `chunks` empty pieces, as torch and tinygrad
+      return self.split([0] * chunks, dim)
+    return self.split(-(-n // chunks), dim)
 
   # ---------- elementwise ----------
   def _broadcasted(self, y: Tensor | Scalar, reverse: bool = False) -> tuple[Tensor, Tensor]:
