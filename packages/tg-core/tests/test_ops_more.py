@@ -397,6 +397,15 @@ def test_binary_crossentropy_logits_gradient_at_zero():
   helper_test_op(None, TF.binary_cross_entropy_with_logits, lambda x, y: x.binary_crossentropy_logits(y), vals=vals, **F32)
 
 
+@pytest.mark.parametrize("name,tfn,gfn", [("elu", TF.elu, lambda x: x.elu()), ("elu_alpha", lambda x: TF.elu(x, 0.5), lambda x: x.elu(0.5)),
+                                            ("celu", TF.celu, lambda x: x.celu()), ("celu_alpha", lambda x: TF.celu(x, 0.5), lambda x: x.celu(0.5)),
+                                            ("selu", TF.selu, lambda x: x.selu())])
+def test_exponential_activations_of_large_inputs_have_finite_gradients(name, tfn, gfn):
+  # the exp branch was computed for every x and masked off by where: past x = 88, exp(x) is inf, and the where's zero
+  # gradient times it gave NaN (elu(100)'s gradient, torch's 1; celu, selu the same)
+  helper_test_op(None, tfn, gfn, vals=[np.array([-100.0, -30.0, 30.0, 89.0, 100.0, 1e4], dtype=np.float32)], **F32)
+
+
 def test_softplus_large_inputs_do_not_overflow():
   # torch returns x itself above beta*x > 20; tg's stable form agrees to float precision
   helper_test_op(None, TF.softplus, lambda x: x.softplus(), vals=[np.array([-100.0, -30.0, 30.0, 100.0], dtype=np.float32)], **TRANS)
