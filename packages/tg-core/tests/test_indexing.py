@@ -289,6 +289,22 @@ def test_setitem_of_a_value_that_does_not_broadcast_raises_and_writes_nothing(in
   np.testing.assert_array_equal(t.numpy(), np.arange(12, dtype=np.float32).reshape(4, 3))
 
 
+@pytest.mark.parametrize("index", [slice(5, None), slice(2, 2), [], "empty_tensor", (slice(None), slice(3, 1))])
+def test_setitem_of_an_empty_selection_writes_nothing(index):
+  """t[5:] = 3 on 4 rows selects nothing: torch and numpy leave the tensor as it is; tg raised 'max of an empty axis of
+  shape (0, 3) has no identity' (the scatter's last-write search over no values). A value that can't broadcast to
+  the empty selection still raises."""
+  idx = Tensor(np.zeros(0, np.int32)) if index == "empty_tensor" else index
+  tidx = torch.zeros(0, dtype=torch.long) if index == "empty_tensor" else index
+  for value in (3.0, Tensor(np.float32(7.0))):
+    t, ref = Tensor(np.arange(12, dtype=np.float32).reshape(4, 3)).realize(), torch.arange(12, dtype=torch.float32).reshape(4, 3)
+    t[idx] = value
+    ref[tidx] = value if isinstance(value, float) else torch.tensor(7.0)
+    np.testing.assert_array_equal(t.numpy(), ref.numpy())
+  with pytest.raises(ValueError, match=r"broadcast|expand"):
+    t[idx] = Tensor.ones(2, 2)
+
+
 def test_masked_fill_in_place_with_a_mask_larger_than_the_tensor_raises():
   """masked_fill_ can't grow the tensor it writes (torch: RuntimeError): a mask that broadcasts it to more axes, or a
   larger axis, is an error and nothing is written."""

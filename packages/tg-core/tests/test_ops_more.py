@@ -93,6 +93,26 @@ def test_clip_tensor_bounds():
   helper_test_op(None, lambda a, b, c: a.clamp(b, c), lambda a, b, c: a.clip(b, c), vals=[x[0], lo[:, :1], hi[0, 1]], atol=0, forward_only=True)
 
 
+def test_clip_integer_tensor_with_a_bound_outside_its_dtype():
+  # torch converts an int bound to the tensor's dtype: a negative one wraps for an unsigned dtype (uint8 clamp(-1, 3) is
+  # clamp(255, 3): a min above the max, so 3 everywhere), one that doesn't fit otherwise raises. tg compared -1 > 3 in
+  # Python but clamped with 255 (giving [255, 3, 3]), and clamped uint8 at 256 to 0 and int8 at -129 to 127
+  from tg.errors import TgArgumentError
+  x = np.array([1, 5, 200], np.uint8)
+  for lo, hi in ((-1, 3), (-1, None), (None, -1), (-255, None), (0, 255)):
+    want = torch.tensor(x).clamp(lo, hi).numpy()
+    got = Tensor(x).clamp(lo, hi).numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+  for xs, dt, lo, hi in ((x, dtypes.uint8, 0, 256), (x, dtypes.uint8, -256, None), (x.astype(np.int8), dtypes.int8, -129, None),
+                         (x.astype(np.int8), dtypes.int8, None, 128), (x.astype(np.int32), dtypes.int32, -5, 2 ** 31)):
+    with pytest.raises(RuntimeError):
+      torch.tensor(xs).clamp(lo, hi)
+    with pytest.raises(TgArgumentError, match="without overflow"):
+      Tensor(xs, dtype=dt).clamp(lo, hi)
+  np.testing.assert_array_equal(Tensor(x.astype(np.int8)).clamp(-128, 127).numpy(), x.astype(np.int8))
+
+
 def test_clip_tensor_bounds_nan_and_dtypes():
   nan = math.nan
   x = np.array([nan, 1.0, 5.0, 2.0], np.float32)
@@ -375,6 +395,15 @@ def test_activation_gradient_at_kinks(tfn, gfn, vals):
 def test_binary_crossentropy_logits_gradient_at_zero():
   vals = [np.array([0.0, 0.0, 1.0], dtype=np.float32), np.array([1.0, 0.0, 1.0], dtype=np.float32)]
   helper_test_op(None, TF.binary_cross_entropy_with_logits, lambda x, y: x.binary_crossentropy_logits(y), vals=vals, **F32)
+
+
+@pytest.mark.parametrize("name,tfn,gfn", [("elu", TF.elu, lambda x: x.elu()), ("elu_alpha", lambda x: TF.elu(x, 0.5), lambda x: x.elu(0.5)),
+                                            ("celu", TF.celu, lambda x: x.celu()), ("celu_alpha", lambda x: TF.celu(x, 0.5), lambda x: x.celu(0.5)),
+                                            ("selu", TF.selu, lambda x: x.selu())])
+def test_exponential_activations_of_large_inputs_have_finite_gradients(name, tfn, gfn):
+  # the exp branch was computed for every x and masked off by where: past x = 88, exp(x) is inf, and the where's zero
+  # gradient times it gave NaN (elu(100)'s gradient, torch's 1; celu, selu the same)
+  helper_test_op(None, tfn, gfn, vals=[np.array([-100.0, -30.0, 30.0, 89.0, 100.0, 1e4], dtype=np.float32)], **F32)
 
 
 def test_softplus_large_inputs_do_not_overflow():
@@ -721,6 +750,13 @@ def test_chunk(shape, chunks, dim):
   helper_test_op([shape], lambda x: _weighted_concat(x.chunk(chunks, dim)), lambda x: _weighted_concat(x.chunk(chunks, dim)))
 
 
+@pytest.mark.parametrize("shape,chunks,dim", [((0,), 3, 0), ((2, 0), 2, 1), ((0, 3), 1, 0)])
+def test_chunk_of_an_empty_axis_gives_that_many_empty_chunks(shape, chunks, dim):
+  # torch (and tinygrad) split an empty axis into `chunks` empty pieces; tg gave one
+  gp, tp = Tensor.zeros(*shape).chunk(chunks, dim), torch.zeros(shape).chunk(chunks, dim)
+  assert [a.shape for a in gp] == [tuple(b.shape) for b in tp]
+
+
 @pytest.mark.parametrize("shape,padding", [
   ((1, 2, 3, 4), (1, 2)),
   ((1, 2, 3, 4), (1, 1, 2, 0)),
@@ -774,7 +810,40 @@ def test_flatten(shape, start, end):
   helper_test_op([shape], lambda x: x.flatten(start, end), lambda x: x.flatten(start, end))
 
 
+def test_flatten_start_after_end_and_tril_of_1d_raise():
+  # flatten(1, 0) reshaped (2, 3) to (2, 1, 3) (a product over no axes), flatten(-1, 0) raised a reshape error; a
+  # 1-d tril/triu raised 'tuple index out of range': torch refuses both with a RuntimeError naming the problem
+  from tg.errors import TgArgumentError
+  for f in (lambda: Tensor.ones(2, 3).flatten(1, 0), lambda: Tensor.ones(2, 3, 4).flatten(-1, 0)):
+    with pytest.raises(TgArgumentError, match="start_dim cannot come after end_dim"):
+      f()
+  for f in (lambda: Tensor.ones(3).tril(), lambda: Tensor.ones(3).triu(1), lambda: Tensor(2.0).tril()):
+    with pytest.raises(TgArgumentError, match="at least 2 dimensions"):
+      f()
+
+
 # ---------- linear algebra and nn functional ----------
+
+
+def test_integer_matmul_keeps_the_dtype_as_torch():
+  # torch (and tinygrad) give an integer matmul its operands' dtype, wrapping as it overflows; tg's sum turned every
+  # integer matmul into int64 (int8 100 + 100 gave 200 where torch gives -56; int32 products wrapped, their sum didn't)
+  for dt, tdt, a, b in ((dtypes.int8, torch.int8, [[100, 100], [3, -4]], [[1, 2], [1, 3]]),
+                        (dtypes.uint8, torch.uint8, [[200, 100], [3, 4]], [[1, 2], [1, 3]]),
+                        (dtypes.int32, torch.int32, [[2 ** 30, 2 ** 30], [7, -9]], [[4, 1], [4, 2]]),
+                        (dtypes.int64, torch.int64, [[2 ** 40, 3]], [[2 ** 20], [5]])):
+    if not is_dtype_supported(dt):
+      continue
+    want = torch.tensor(a, dtype=tdt) @ torch.tensor(b, dtype=tdt)
+    for got in (Tensor(a, dtype=dt) @ Tensor(b, dtype=dt), Tensor(a, dtype=dt).dot(Tensor(b, dtype=dt)),
+                Tensor.einsum("ij,jk->ik", Tensor(a, dtype=dt), Tensor(b, dtype=dt))):
+      assert got.dtype == dt
+      np.testing.assert_array_equal(got.numpy(), want.numpy())
+  np.testing.assert_array_equal((Tensor([1, 2], dtype=dtypes.int8) @ Tensor([[1], [2]], dtype=dtypes.int16)).numpy(), [5])
+  assert (Tensor([1, 2], dtype=dtypes.int8) @ Tensor([[1], [2]], dtype=dtypes.int16)).dtype == dtypes.int16
+  got = Tensor([[True, False], [False, False]]) @ Tensor([[True, True], [False, True]])  # bool: numpy's logical matmul
+  assert got.dtype == dtypes.bool
+  np.testing.assert_array_equal(got.numpy(), np.array([[True, True], [False, False]]))
 
 
 @pytest.mark.parametrize("shapes", [[(4, 5), (3, 5), (3,)], [(2, 4, 5), (3, 5), (3,)], [(5,), (2, 5), (2,)]])

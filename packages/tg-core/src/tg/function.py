@@ -242,8 +242,15 @@ def _pow(b: LazyBuffer, e: LazyBuffer) -> LazyBuffer:
   is_int = small.e(TernaryOps.WHERE, _not(e_int.cast(e.dtype).e(BinaryOps.CMPNE, e_small)), small.const(True))
   odd = e_int.e(BinaryOps.AND, e_int.const(1)).e(BinaryOps.CMPNE, e_int.const(0))
   mag = e.e(BinaryOps.MUL, _abs(b).e(UnaryOps.LOG2)).e(UnaryOps.EXP2)
+  # |b| == 1 to +-inf is 1 as C's pow (inf * log2(1) is nan); a nan exponent stays nan
+  unit = _abs(b).e(BinaryOps.CMPNE, b.const(1)).e(TernaryOps.WHERE, small.const(False), _not(e.e(BinaryOps.CMPNE, e)))
+  mag = unit.e(TernaryOps.WHERE, mag.const(1), mag)
   signed = odd.e(TernaryOps.WHERE, mag.e(UnaryOps.NEG), mag)
   neg_base = is_int.e(TernaryOps.WHERE, signed, mag.const(math.nan))
+  # -0.0 keeps its sign to an odd integer power (-0.0 ** -1 is -inf, ** 3 is -0.0), else it is +0.0 or +inf, as C's
+  neg_zero = b.e(BinaryOps.CMPNE, b.const(0)).e(TernaryOps.WHERE, small.const(False), b.e(UnaryOps.RECIP).e(BinaryOps.CMPLT, b.const(0)))
+  odd_int = is_int.e(TernaryOps.WHERE, odd, small.const(False))
+  mag = neg_zero.e(TernaryOps.WHERE, odd_int.e(TernaryOps.WHERE, signed, mag), mag)
   ret = b.e(BinaryOps.CMPLT, b.const(0)).e(TernaryOps.WHERE, neg_base, mag)
   ret = b.e(BinaryOps.CMPNE, b.const(1)).e(TernaryOps.WHERE, ret, ret.const(1))
   return e.e(BinaryOps.CMPNE, e.const(0)).e(TernaryOps.WHERE, ret, ret.const(1))

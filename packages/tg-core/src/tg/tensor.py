@@ -712,19 +712,20 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   def glorot_uniform(*shape: Any, **kwargs: Any) -> Tensor:
     s = argfix(*shape)
-    bound = math.sqrt(6 / (s[0] + prod(s[1:])))
+    # a shape with no elements has nothing to draw (torch's init is a no-op there): no bound to divide by its fans
+    bound = math.sqrt(6 / (s[0] + prod(s[1:]))) if prod(s) else 0.0
     return Tensor.uniform(*s, low=-bound, high=bound, **kwargs)
 
   @staticmethod
   def kaiming_uniform(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
     s = argfix(*shape)
-    bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(s[1:]))
+    bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(s[1:])) if prod(s) else 0.0
     return Tensor.uniform(*s, low=-bound, high=bound, **kwargs)
 
   @staticmethod
   def kaiming_normal(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
     s = argfix(*shape)
-    std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(s[1:]))
+    std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(s[1:])) if prod(s) else 0.0
     return Tensor.normal(*s, mean=0.0, std=std, **kwargs)
 
   def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
@@ -882,6 +883,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     if self.ndim == 0:
       return self.reshape(1)
     s, e = self._resolve_axis(start_dim), self._resolve_axis(end_dim)
+    if s > e:  # as torch: the product over no axes would insert a size-1 axis
+      raise TgArgumentError(f"flatten({start_dim}, {end_dim}) has invalid args: start_dim cannot come after end_dim")
     return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
 
   def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
@@ -969,6 +972,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return self._tri(diagonal, lower=False)
 
   def _tri(self, diagonal: int, lower: bool) -> Tensor:
+    if self.ndim < 2:  # as torch (the last two axes were indexed: IndexError)
+      raise TgArgumentError(f"{'tril' if lower else 'triu'}: input tensor must have at least 2 dimensions, got shape {self.shape}")
     n, m = _concrete(self.shape[-2]), _concrete(self.shape[-1])
     rows = Tensor.arange(n, device=self.device).reshape(n, 1)
     cols = Tensor.arange(m, device=self.device).reshape(1, m)
@@ -1055,7 +1060,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     if self.ndim == 0:
       raise TgArgumentError("split and chunk take a tensor of at least one dimension, not a 0-d one")
     n = _concrete(self.shape[d])
-    return self.split(max(1, -(-n // chunks)), dim)
+    if n == 0:  # an empty axis: `chunks` empty pieces, as torch and tinygrad
+      return self.split([0] * chunks, dim)
+    return self.split(-(-n // chunks), dim)
 
   # ---------- elementwise ----------
   def _broadcasted(self, y: Tensor | Scalar, reverse: bool = False) -> tuple[Tensor, Tensor]:
@@ -1306,10 +1313,23 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       return self._clip_tensors(min_, max_)
     if any(isinstance(b, float) and b != b for b in (min_, max_)):  # a NaN bound: NaN everywhere, as torch (a compare ignored it)
       return self._zero_grad(Tensor.full(self.shape, math.nan, device=self.device).cast(least_upper_dtype(self.dtype, dtypes.default_float)))
-    if min_ is not None and max_ is not None and min_ > max_:
-      return self._zero_grad(Tensor.full(self.shape, max_, device=self.device).cast(least_upper_dtype(self.dtype, dtypes.from_py(max_))))
+    if dtypes.is_int(self.dtype):  # an int bound in the tensor's dtype, as torch: wrapped if it was compared wrapped
+      min_, max_ = (self._int_bound(b) for b in (min_, max_))
+    if min_ is not None and max_ is not None and min_ > max_:  # (an int max keeps an integer tensor's dtype: uint8 stays uint8)
+      dt = self.dtype if dtypes.is_int(self.dtype) and isinstance(max_, int) else least_upper_dtype(self.dtype, dtypes.from_py(max_))
+      return self._zero_grad(Tensor.full(self.shape, max_, device=self.device).cast(dt))
     ret = self if min_ is None else (self < min_).where(min_, self)
     return ret if max_ is None else (self > max_).where(max_, ret)
+
+  def _int_bound(self, b: Scalar | None) -> Scalar | None:
+    """A scalar int bound of an integer tensor's clip in its dtype: torch converts it, letting a negative one wrap into an
+    unsigned dtype (-1 -> 255) and refusing any other that doesn't fit (uint8 at 256 clamped to 0, int8 at -129 to 127)."""
+    if not isinstance(b, int) or isinstance(b, bool):
+      return b
+    lo, hi = dtypes.min(self.dtype), dtypes.max(self.dtype)
+    if b > hi or b < (-hi if dtypes.is_unsigned(self.dtype) else lo):
+      raise TgArgumentError(f"clip bound {b} cannot be converted to type {self.dtype} without overflow")
+    return dtypes.as_const(b, self.dtype)
 
   def _clip_tensors(self, min_: Tensor | Scalar | None, max_: Tensor | Scalar | None) -> Tensor:
     """clip with a tensor bound, elementwise as torch's clamp: min(max(x, lo), hi) over the three broadcast together
@@ -1694,7 +1714,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     if (dt := least_upper_dtype(x.dtype, wt.dtype)) in (dtypes.float16, dtypes.bfloat16):
       # products in float32 too, as torch: 300 * 300 passes float16's 65504 though the dot product may not
       return (x.cast(dtypes.float32) * wt.cast(dtypes.float32)).sum(-1).cast(dt)
-    return (x * wt).sum(-1)
+    # an integer (or bool) matmul keeps its operands' dtype, as torch's and tinygrad's: the sum alone would be int64
+    return (x * wt).sum(-1) if dtypes.is_float(dt) else (x * wt).sum(-1).cast(dt)
 
   @staticmethod
   def einsum(formula: str, *operands: Tensor) -> Tensor:
@@ -1723,6 +1744,8 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
           sizes[c] = s
     if set(out) - set(sizes):
       raise TgArgumentError(f"einsum output {out!r} has letters no operand has")
+    if len(set(out)) != len(out):  # as torch (the permute below would name an axis twice)
+      raise TgArgumentError(f"einsum output {out!r} names a letter more than once")
     order = list(out) + sorted(set(sizes) - set(out))
     full = tuple(sizes[c] for c in order)
     prod_: Tensor | None = None
@@ -1732,7 +1755,10 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       x = x.reshape(tuple(sizes[c] if c in letters and t.shape[letters.index(c)] != 1 else 1 for c in order)).expand(full)
       prod_ = x if prod_ is None else prod_ * x
     assert prod_ is not None
-    return prod_.sum(tuple(range(len(out), len(order)))) if len(order) > len(out) else prod_
+    if len(order) == len(out):
+      return prod_
+    ret = prod_.sum(tuple(range(len(out), len(order))))
+    return ret if dtypes.is_float(prod_.dtype) else ret.cast(prod_.dtype)  # integers keep their dtype, as torch's einsum
 
   def matmul(self, x: Tensor, reverse: bool = False) -> Tensor:
     return x.dot(self) if reverse else self.dot(x)

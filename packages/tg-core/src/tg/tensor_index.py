@@ -315,6 +315,8 @@ class IndexingMixin:
       v = v.reshape(v.shape[1:])
     v = v.cast(self.dtype)._broadcast_to(positions.shape).flatten()
     k = v.shape[0]
+    if k == 0:  # nothing selected (t[5:] of 4 rows): nothing to write, as torch and numpy (the value did broadcast)
+      return
     hot = positions.flatten().reshape(-1, 1) == Tensor.arange(n, device=self.device).reshape(1, n)
     # a position selected more than once gets the last of its values, as numpy, torch on CPU and tinygrad: the number
     # (from 1) of the last value for each position, 0 where none is

@@ -212,7 +212,9 @@ class MathMixin:
     """log1p(d + sqrt(d (d + 2))) with d = x - 1 (exact near 1); log(x) + log(2) past 2^28; nan below 1."""
     def value(x: Tensor) -> Tensor:
       d = x.minimum(2.0 ** 28) - 1
-      return (x > 2.0 ** 28).where(x.log() + math.log(2), (d + (d * (d + 2)).sqrt()).log1p())
+      r = (x > 2.0 ** 28).where(x.log() + math.log(2), (d + (d * (d + 2)).sqrt()).log1p())
+      # below -1, d (d + 2) is positive again and the sum cancels (acosh(-1e10) came out 0): NaN below 1, as torch
+      return (x < 1).where(math.nan, r)
     return self._unary_float(value, lambda x, _: (x * x - 1).rsqrt())
 
   def atanh(self: Tensor) -> Tensor:  # type: ignore[misc]

@@ -21,7 +21,9 @@ class NNMixin:
   def relu6(self: Tensor) -> Tensor: return self.hardtanh(0, 6)  # type: ignore[misc]
   def leakyrelu(self: Tensor, neg_slope: float = 0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)  # type: ignore[misc]
   # (the activations below that compose several float ops compute half floats in float32, as torch: see _float_math)
-  def elu(self: Tensor, alpha: float = 1.0) -> Tensor: return self._float_math(lambda x: (x > 0).where(x, x.expm1() * alpha))  # type: ignore[misc]
+  def elu(self: Tensor, alpha: float = 1.0) -> Tensor:  # type: ignore[misc]
+    # the exp branch sees 0 where x > 0: exp(100) is inf, and the where's zero gradient times it was NaN
+    return self._float_math(lambda x: (x > 0).where(x, (x > 0).where(0.0, x).expm1() * alpha))
   def quick_gelu(self: Tensor) -> Tensor: return self._float_math(lambda x: x * (x * 1.702).sigmoid())  # type: ignore[misc]
   def silu(self: Tensor) -> Tensor: return self._float_math(lambda x: x * x.sigmoid())  # type: ignore[misc]
   def swish(self: Tensor) -> Tensor: return self.silu()  # type: ignore[misc]
@@ -38,7 +40,8 @@ class NNMixin:
     return 1.0507009873554804934193349852946 * self.elu(1.6732632423543772848170429916717)
 
   def celu(self: Tensor, alpha: float = 1.0) -> Tensor:  # type: ignore[misc]
-    return self._float_math(lambda x: x.maximum(0) + (alpha * (x / alpha).expm1()).minimum(0))
+    # elu with x / alpha in the exp, which sees 0 where x > 0 (as elu: an inf there made the gradient NaN)
+    return self._float_math(lambda x: (x > 0).where(x, alpha * ((x > 0).where(0.0, x) / alpha).expm1()))
 
   def gelu(self: Tensor) -> Tensor:  # type: ignore[misc]
     """The tanh approximation (torch's gelu(approximate="tanh")), as tinygrad: 0.5 x (1 + tanh(z)), computed as the

@@ -419,6 +419,8 @@ class SelectMixin:
       src = Tensor.full(ishape, src, dtype=self.dtype, device=self.device)
     n = _concrete(self.shape[d]) if self.ndim else 1
     hot = index.reshape(ishape + (1,)) == Tensor.arange(n, device=self.device, dtype=index.dtype)
+    # an index outside [0, n) matches no position and wrote nowhere: raise as torch (and gather) do, no negatives
+    _range_guard([hot], index, 0, n, _bounds_error(d, n, name))
     return d, hot, src
 
   def _scattered(self: Tensor, d: int, t: Tensor) -> Tensor:  # type: ignore[misc]

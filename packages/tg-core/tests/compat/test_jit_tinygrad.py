@@ -5,6 +5,7 @@ graph batches as tinygrad's JIT splits them. Numbers are checked against numpy a
 eagerly."""
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -316,6 +317,39 @@ def test_changed_inputs_raise_an_error_that_is_an_assertion_error(change: str) -
   assert isinstance(e.value, AssertionError) and isinstance(e.value, JitError)
   x = _arr(4)
   np.testing.assert_allclose(f(Tensor(x)).numpy(), x * 2, rtol=1e-6)  # and the jit goes on
+
+
+@pytest.mark.parametrize("change", ["int", "float", "bool", "kwarg", "list", "tensor_in_list", "dropped", "added"])
+def test_a_changed_python_argument_raises_instead_of_replaying_the_captured_value(change: str) -> None:
+  """A non-tensor argument (a number, a flag, a list) is baked into the kernels at capture: tg replayed them whatever
+  was passed (x * k gave x * 2 for every later k, as tinygrad does silently); a tensor inside a list is no input either
+  (its captured buffer was read). Now a replay whose Python arguments differ from the capture's raises JitInputError;
+  the same ones replay (NaN equal to NaN), and objects other than numbers, strings and containers are not compared."""
+  @TinyJit
+  def f(a: Tensor, k: Any = 2, flag: bool = True, extra: Any = None, **kw: Any) -> Tensor:
+    k = k[0] if isinstance(k, list) else k
+    return ((a * (k if not isinstance(k, Tensor) else k.item())) if flag else a).realize()
+  x, model = Tensor(_arr(4)), object()
+  same: dict[str, Callable[[], Tensor]] = {
+    "int": lambda: f(x, 2), "float": lambda: f(x, 2.5), "bool": lambda: f(x, 2, True), "kwarg": lambda: f(x, k=3),
+    "list": lambda: f(x, [3]), "tensor_in_list": lambda: f(x, 2, True, [t]), "dropped": lambda: f(x, 2, True, model),
+    "added": lambda: f(x, 2),
+  }
+  bad: dict[str, Callable[[], Tensor]] = {
+    "int": lambda: f(x, 3), "float": lambda: f(x, 2.25), "bool": lambda: f(x, 2, False), "kwarg": lambda: f(x, k=4),
+    "list": lambda: f(x, [4]), "tensor_in_list": lambda: f(x, 2, True, [Tensor(_arr(4))]), "dropped": lambda: f(x, 2, True),
+    "added": lambda: f(x, 2, True, 1.0),
+  }
+  t = Tensor(_arr(4))
+  for _ in range(4):  # call 1, the capture, and replays with the same arguments
+    out = same[change]().numpy()
+  with pytest.raises(JitInputError, match="inputs changed") as e:
+    bad[change]()
+  assert isinstance(e.value, AssertionError)
+  np.testing.assert_array_equal(same[change]().numpy(), out)  # and the jit goes on
+  g = TinyJit(lambda a, v: (a * 2).realize())
+  for _ in range(4):
+    g(x, math.nan)  # NaN is the same argument as NaN
 
 
 def test_the_capture_sets_the_inputs_replays_need() -> None:

@@ -312,6 +312,48 @@ def test_batchnorm_one_value_per_channel_raises_when_training(shape):
     assert bn(Tensor.ones(2, *shape[1:])).shape == (2, *shape[1:])
 
 
+def test_batchnorm_empty_batch_keeps_running_stats():
+  """Training on a batch of 0 samples: an empty output and the running statistics left as they are (torch); tg set
+  them to NaN (the mean of nothing), silently breaking every later eval."""
+  from tg import nn
+  for shape in [(0, 3), (0, 3, 2, 2)]:
+    tbn, bn = torch.nn.BatchNorm1d(3) if len(shape) < 4 else torch.nn.BatchNorm2d(3), nn.BatchNorm(3)
+    with Tensor.train():
+      out = bn(Tensor.zeros(*shape))
+      assert out.shape == tuple(tbn(torch.zeros(shape)).shape) == shape
+      out.realize()
+    np.testing.assert_array_equal(bn.running_mean.numpy(), tbn.running_mean.numpy())
+    np.testing.assert_array_equal(bn.running_var.numpy(), tbn.running_var.numpy())
+    assert int(bn.num_batches_tracked.numpy().reshape(-1)[0]) == int(tbn.num_batches_tracked) == 1
+
+
+def test_batchnorm_momentum_none_is_a_cumulative_average():
+  """torch's momentum=None: the running statistics are the plain average over the batches seen (factor 1/n for the
+  n-th batch); tg raised TypeError int - NoneType."""
+  from tg import nn
+  tbn, bn = torch.nn.BatchNorm1d(3, momentum=None), nn.BatchNorm(3, momentum=None)
+  rng = np.random.default_rng(0)
+  with Tensor.train():
+    for _ in range(3):
+      x = rng.standard_normal((5, 3)).astype(np.float32) * 3 + 2
+      np.testing.assert_allclose(bn(Tensor(x)).numpy(), tbn(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
+      np.testing.assert_allclose(bn.running_mean.numpy(), tbn.running_mean.numpy(), rtol=1e-5, atol=1e-5)
+      np.testing.assert_allclose(bn.running_var.numpy(), tbn.running_var.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_layers_with_zero_input_features():
+  """Linear(0, 4), Conv2d(0, ...) and the init helpers on a zero-element shape: torch makes them (its bias bound is 0
+  where fan_in is 0) and Linear(0, 4) gives the bias for every row; tg raised ZeroDivisionError."""
+  from tg import nn
+  lin = nn.Linear(0, 4)
+  np.testing.assert_array_equal(lin.bias.numpy(), np.zeros(4, np.float32))
+  np.testing.assert_array_equal(torch.nn.Linear(0, 4).bias.detach().numpy(), np.zeros(4, np.float32))
+  np.testing.assert_array_equal(lin(Tensor.ones(2, 0)).numpy(), np.zeros((2, 4), np.float32))
+  assert nn.Conv2d(0, 2, 3).weight.shape == (2, 0, 3, 3)
+  for f in (Tensor.kaiming_uniform, Tensor.kaiming_normal, Tensor.glorot_uniform):
+    assert f(4, 0).shape == (4, 0) and f(0, 0).shape == (0, 0)
+
+
 # ---------- layers: Dropout, Sequential, ModuleList (MultiheadAttention and LSTM: test_nn_layers_torch.py) ----------
 
 def test_dropout_respects_training():

@@ -9,7 +9,7 @@ import pytest
 
 from tg import Device, Tensor, dtypes
 from tg.device import is_dtype_supported
-from tg.errors import AxisError, DTypeError, ShapeError, TgArgumentError
+from tg.errors import AxisError, DTypeError, IndexOutOfRangeError, ShapeError, TgArgumentError
 
 torch = pytest.importorskip("torch")
 
@@ -196,6 +196,22 @@ def test_scatter_errors():
     x.scatter(2, Tensor([[0]]), 1.0)
   with pytest.raises(RuntimeError):  # torch-style except clauses catch them too
     x.scatter_reduce(0, Tensor([[0]]), Tensor([[1.0]]), "median")
+
+
+@pytest.mark.parametrize("bad", [3, 5, -1])
+def test_scatter_index_out_of_range_raises(bad):
+  # torch raises 'index 3 is out of bounds for dimension 0 with size 3'; tg wrote nowhere for that element and
+  # returned the rest as if it were right
+  x, src = Tensor(_rand(3, 4)), Tensor(_rand(1, 4))
+  idx = Tensor([[bad, 0, 0, 0]])
+  for run in (lambda: x.scatter(0, idx, src), lambda: x.scatter(0, idx, 2.0), lambda: x.scatter_add(0, idx, src),
+              lambda: x.scatter_reduce(0, idx, src, "amax"), lambda: x.scatter(0, idx, src, reduce="multiply")):
+    with pytest.raises(IndexOutOfRangeError, match=f"index {bad} is out of bounds for dimension 0 with size 3"):
+      run().numpy()
+  # a computed index (not a constant) is checked when the result is realized
+  with pytest.raises(IndexOutOfRangeError):
+    x.scatter(1, (Tensor([[1, 2], [0, 1], [3, 3]]) + 1).contiguous(), 1.0).numpy()
+  assert x.scatter(1, Tensor([[3, 0]]), 1.0).numpy()[0].tolist()[3] == 1.0  # the last position is in range
 
 
 def test_index_select_and_index_add():

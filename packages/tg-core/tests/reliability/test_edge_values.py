@@ -89,6 +89,15 @@ def test_hyperbolic_specials():
   np.testing.assert_equal(Tensor([1.0, -1.0, 2.0]).atanh().numpy(), torch.tensor([1.0, -1.0, 2.0]).atanh().numpy())
 
 
+def test_acosh_below_one_is_nan():
+  # acosh is defined from 1 up: below -1, d = x - 1 made d (d + 2) positive and log1p(d + sqrt(d (d + 2))) cancel to
+  # about 0 (acosh(-1e10) was 0, acosh(-1e30) inf); torch gives NaN for every x < 1
+  x = np.array([-1e30, -1e19, -3e18, -1e10, -1e4, -2.0, -1.0, 0.0, 0.5, 0.999999], dtype=np.float32)
+  got, want = Tensor(x).acosh().numpy(), torch.from_numpy(x).acosh().numpy()
+  assert np.isnan(want).all()
+  np.testing.assert_equal(got, want)
+
+
 def test_gradients_of_the_rewritten_functions():
   x = np.array([-3.0, -0.4, 0.3, 1.7, 25.0], dtype=np.float32)
   for name in ("cos", "sin", "tanh", "sinh", "cosh", "asinh", "gelu", "softplus", "silu", "mish", "elu"):

@@ -78,6 +78,34 @@ def test_legacy_pth_with_a_lying_frame_length_raises_without_allocating_it(tmp_p
   _raises(torch_load, fn, "truncated")
 
 
+@pytest.mark.parametrize("zipped", [True, False], ids=["zip", "legacy"])
+@pytest.mark.parametrize("what", ["bytearray8", "long_binput"])
+def test_torch_pickle_asking_for_a_huge_allocation_raises_without_making_it(tmp_path, zipped, what):
+  """A damaged checkpoint pickle whose BYTEARRAY8 claims 2**40 bytes, or whose LONG_BINPUT stores at memo index
+  2**31 - 1: the C unpickler allocates that before it reads a byte (a bytearray; a memo array of 2**32 pointers, each
+  set to NULL: 32 GiB written, the process killed for memory where the allocation isn't refused). WeightsFileError
+  naming the file now (it was MemoryError), checked in a child process limited to 2 GiB of address space."""
+  import subprocess
+  import sys
+  obj = {"bytearray8": b"\x80\x02\x96" + struct.pack("<Q", 2 ** 40) + b"xx.",
+         "long_binput": b"\x80\x02}r" + struct.pack("<I", 2 ** 31 - 1) + b"."}[what]
+  fn = str(tmp_path / "m.pt")
+  if zipped:
+    with zipfile.ZipFile(fn, "w", zipfile.ZIP_STORED) as z:
+      z.writestr("archive/data.pkl", obj)
+  else:
+    with open(fn, "wb") as f:
+      for part in (0x1950A86A20F9469CFC6C, 1001, {"little_endian": True}):  # magic, protocol version, sys info
+        f.write(pickle.dumps(part, protocol=2))
+      f.write(obj + pickle.dumps([], protocol=2))
+  code = ("import resource, sys\n"
+          "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+          "from tg.nn.state import WeightsFileError, torch_load\n"
+          "try:\n  torch_load(sys.argv[1])\nexcept WeightsFileError as e:\n  print('WFE', e)\n")
+  r = subprocess.run([sys.executable, "-c", code, fn], capture_output=True, text=True, timeout=120)
+  assert r.returncode == 0 and r.stdout.startswith("WFE") and "m.pt" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
+
+
 class _Storage:
   """Pickles as a torch storage: the persistent id torch.save writes."""
 
@@ -221,6 +249,32 @@ def test_a_compressed_storage_with_a_bad_crc_or_stream(tmp_path):
   _raises(torch_load, _compressed_pt(str(tmp_path / "crc.pt"), _deflate(data), zlib.crc32(data) ^ 1, 64), "layer.weight", "'0'", "CRC")
   _raises(torch_load, _compressed_pt(str(tmp_path / "garbage.pt"), b"\xff" * 40, zlib.crc32(data), 64), "layer.weight", "'0'")
   _raises(torch_load, _compressed_pt(str(tmp_path / "cut.pt"), _deflate(data)[:20], zlib.crc32(data), 64), "layer.weight", "'0'")
+
+
+@pytest.mark.parametrize("damage", ["method", "offset", "stream"])
+def test_a_torch_zip_with_a_damaged_byteorder_entry(tmp_path, damage):
+  """The byteorder entry of a torch zip with a compression method number that is no method, a local header offset
+  below 0, or a deflate stream of garbage: WeightsFileError naming the file (zipfile's NotImplementedError 'That
+  compression method is not supported' and OSError [Errno 22] seeking to a negative header offset came out as
+  they were)."""
+  fn = str(tmp_path / "bo.pt")
+  method = zipfile.ZIP_DEFLATED if damage == "stream" else zipfile.ZIP_STORED
+  with zipfile.ZipFile(fn, "w") as z:
+    z.writestr("archive/data.pkl", pickle.dumps({"a": 1}, protocol=2))
+    z.writestr(zipfile.ZipInfo("archive/byteorder"), b"little", compress_type=method)
+  data = bytearray(open(fn, "rb").read())
+  cd = data.rindex(b"PK\x01\x02")  # the central directory entry of byteorder (the last one)
+  if damage == "method":
+    data[cd + 10:cd + 12] = struct.pack("<H", 77)
+  elif damage == "offset":  # the end record's directory offset: zipfile shifts every entry's header offset below 0
+    ecd = data.rindex(b"PK\x05\x06")
+    data[ecd + 16:ecd + 20] = struct.pack("<I", 0x7FFFFFFF)
+  else:
+    local = data.index(b"PK\x03\x04", data.index(b"archive/data.pkl") + 1)
+    start = local + 30 + struct.unpack_from("<H", data, local + 26)[0]
+    data[start:start + 2] = b"\xff\xff"
+  open(fn, "wb").write(bytes(data))
+  _raises(torch_load, fn, "byteorder")
 
 
 _BOMB_LOAD = """

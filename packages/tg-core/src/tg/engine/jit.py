@@ -14,13 +14,17 @@ optimizers use). What it returns is realized as part of the capture (tensors alo
 a returned tensor whose shape holds a Variable comes back with this call's value of it. Random numbers are drawn
 from a device buffer the replay advances (Tensor._rng_state), so every replay draws new ones.
 
-tg differs from tinygrad in one place: a non-contiguous input (a view) is copied to a buffer of its own each call,
-so any view works, where tinygrad refuses a view whose offset changed.
+tg differs from tinygrad in two places: a non-contiguous input (a view) is copied to a buffer of its own each call,
+so any view works, where tinygrad refuses a view whose offset changed; and a replay checks the arguments that aren't
+tensors (numbers, strings, containers of them, a tensor inside a container) against the capture's, raising
+JitInputError where they changed, where tinygrad replays the captured values silently.
 """
 from __future__ import annotations
 
 import functools
+import numbers
 import threading
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -108,24 +112,84 @@ def _input_var_vals(inputs: list[tuple[str, Tensor]], args: tuple[Any, ...], kwa
   return var_vals
 
 
+class _Same:
+  """Equal to another _Same of the same live object (a weak reference: a new tensor may get a dead one's id)."""
+
+  def __init__(self, obj: Any) -> None:
+    self.ref = weakref.ref(obj)
+
+  def __eq__(self, other: object) -> bool:
+    return isinstance(other, _Same) and (o := self.ref()) is not None and o is other.ref()
+
+  def __hash__(self) -> int:
+    return id(self.ref())
+
+
+def _static_key(a: Any) -> Any:
+  """What the capture baked into its kernels of a non-tensor argument, for a replay to check: a number, a string or
+  None by value (a float by its bits: NaN is NaN), lists, tuples and dicts of them item by item, a tensor inside one by
+  identity (it is no input: the replay reads the buffer captured). Other objects (a model passed as `self`) are not
+  compared: None."""
+  from tg.tensor import Tensor
+  if isinstance(a, Tensor):
+    return (Tensor, _Same(a))
+  if a is None or type(a) in (bool, int, str, bytes):
+    return (type(a), a)
+  if type(a) is float:
+    return (float, a.hex())
+  if isinstance(a, (list, tuple)):
+    return (type(a), tuple(_static_key(x) for x in a))
+  if isinstance(a, dict):
+    return (dict, tuple((repr(k), _static_key(v)) for k, v in a.items()))
+  if isinstance(a, numbers.Number) and not isinstance(a, Node):  # numpy scalars
+    return (type(a), repr(a))
+  return None
+
+
+def _static_args(named: list[tuple[Any, Any]]) -> tuple[tuple[str, Any], ...]:
+  """The non-tensor arguments by name as _static_key sees them (tensor and Variable arguments are the replay's inputs)."""
+  from tg.tensor import Tensor
+  return tuple((str(name), _static_key(a)) for name, a in named if not isinstance(a, (Tensor, Node)))
+
+
+def _shown(static: tuple[tuple[str, Any], ...]) -> str:
+  """_static_args for an error message: each argument's value (a tensor in a container as 'Tensor')."""
+  def show(k: Any) -> str:
+    if k is None:
+      return "(not compared)"
+    t, v = k
+    if t is float:
+      return repr(float.fromhex(v))
+    if t in (list, tuple):
+      inner = ", ".join(show(x) for x in v)
+      return f"[{inner}]" if t is list else f"({inner})"
+    if t is dict:
+      return "{" + ", ".join(f"{kk}: {show(x)}" for kk, x in v) + "}"
+    return "Tensor" if getattr(t, "__name__", "") == "Tensor" else repr(v)
+  return "{" + ", ".join(f"{name}: {show(k)}" for name, k in static) + "}"
+
+
 def _signature(t: Tensor) -> tuple[Any, ...]:
   """What must stay the same between calls: the shape (symbolic sizes by variable), dtype and device."""
   shape = tuple(s.unbind()[0] if isinstance(s, Node) else s for s in t.shape)
   return (shape, t.dtype, t.device)
 
 
-def _plain_inputs(args: tuple[Any, ...]) -> tuple[list[Buffer], list[tuple[str, tuple[Any, ...]]]] | None:
+def _plain_inputs(args: tuple[Any, ...]) -> tuple[list[Buffer], list[tuple[str, tuple[Any, ...]]], list[tuple[int, Any]]] | None:
   """A replay's inputs in one pass, when every argument is either not a tensor (nor a Variable) or a realized whole
   buffer of one device with a shape of numbers (a training step's batch): the buffers and the signature the general
   path (_contiguous_inputs, _input_tensors, _input_buffers, _signature) would give, which cost 9 of a replay's 12 us.
-  None for anything else: views, lazy or sharded tensors, symbolic shapes, Variables, one buffer passed twice."""
+  None for anything else: views, lazy or sharded tensors, symbolic shapes, Variables, one buffer passed twice. The
+  arguments that aren't tensors come third, by position."""
   from tg.tensor import Tensor
   buffers: list[Buffer] = []
   signature: list[tuple[str, tuple[Any, ...]]] = []
+  others: list[tuple[int, Any]] = []
   for i, a in enumerate(args):
     if type(a) is not Tensor:
       if isinstance(a, (Tensor, Node)):
         return None
+      others.append((i, a))
       continue
     lb = a.lazydata
     if type(lb) is not LazyBuffer or lb._base is not None or lb.realized is None or not lb.st.contiguous:
@@ -134,7 +198,7 @@ def _plain_inputs(args: tuple[Any, ...]) -> tuple[list[Buffer], list[tuple[str, 
       return None
     buffers.append(lb.buffer)
     signature.append((str(i), (lb.shape, lb.dtype, lb.device)))
-  return buffers, signature
+  return buffers, signature, others
 
 
 def _contiguous_inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -203,6 +267,7 @@ class TinyJit(Generic[ReturnType]):
     self.item_vals: list[dict[Variable, int]] = []  # the symbolic values of each item's kernels at capture
     self.plain_total: tuple[int, int, int] | None = None  # what a whole plain replay adds to GlobalCounters (_plain_total)
     self.signature: list[tuple[str, tuple[Any, ...]]] = []
+    self.static: tuple[tuple[str, Any], ...] = ()  # the capture's non-tensor arguments (_static_args): baked into its kernels
     self.ret: Any = None
     self.symbolic_returns = False  # whether a returned tensor's shape or view holds a Variable (rebound to each replay's value)
     # the flags of the checks of integer divisions and index tensors (tg.divcheck), read where the capture read them
@@ -249,8 +314,9 @@ class TinyJit(Generic[ReturnType]):
       raise JitError("having TinyJit inside another TinyJit is not supported: the outer one captures the kernels of the inner one's "
                      "function anyway, so call that function directly")
     if self.cnt >= 2 and not kwargs and JIT.value and (plain := _plain_inputs(args)) is not None:
-      buffers, signature = plain
-      if signature == self.signature and not self.symbolic_returns:  # (else the general path explains what changed)
+      buffers, signature, others = plain
+      if signature == self.signature and not self.symbolic_returns and (not (others or self.static) or _static_args(others) == self.static):
+        # (else the general path explains what changed)
         self._replay(buffers, {})
         self.cnt += 1
         return self.ret  # type: ignore[no-any-return]
@@ -263,11 +329,18 @@ class TinyJit(Generic[ReturnType]):
       self.ret = self._run(args, kwargs)
     elif self.cnt == 1:
       self._capture(args, kwargs, buffers)
-      self.signature = signature
+      self.signature, self.static = signature, _static_args([*enumerate(args), *sorted(kwargs.items())])
     else:
       if signature != self.signature:
         raise JitInputError(f"TinyJit inputs changed: the function was captured with {self.signature}, now called with {signature}; a jitted "
                             "function needs the same inputs, with the same shapes (sizes may vary only through Variables), dtypes and devices")
+      if (static := _static_args([*enumerate(args), *sorted(kwargs.items())])) != self.static:
+        # a replay doesn't run the function: what it made of these (x * k with k = 2) is in the kernels, and a tensor in a
+        # list is no input (its captured buffer would be read), so replaying would silently give the captured call's answer
+        raise JitInputError(f"TinyJit inputs changed: arguments that aren't tensors were {_shown(self.static)} at capture, now "
+                            f"{_shown(static)} (a tensor in a container: the same object); a replay can't see them (the kernels hold the captured "
+                            "values): pass what changes as a "
+                            "Tensor (or a bound Variable), each tensor as an argument of its own, or use one TinyJit per value")
       self._replay(buffers, var_vals)
       self.cnt += 1
       return self._rebound(self.ret, var_vals) if self.symbolic_returns else self.ret  # type: ignore[no-any-return]

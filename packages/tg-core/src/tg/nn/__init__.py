@@ -17,7 +17,7 @@ class Linear:
 
   def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
     self.weight = Tensor.kaiming_uniform(out_features, in_features, a=math.sqrt(5))
-    bound = 1 / math.sqrt(in_features)
+    bound = 1 / math.sqrt(in_features) if in_features > 0 else 0  # as torch: no fan_in, a zero bias
     self.bias = Tensor.uniform(out_features, low=-bound, high=bound) if bias else None
 
   def __call__(self, x: Tensor) -> Tensor:
@@ -36,7 +36,7 @@ class Conv2d:
       Tensor._padding_string(padding, self.kernel_size, stride, dilation)
     self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
     self.weight = Tensor.kaiming_uniform(out_channels, in_channels // groups, *self.kernel_size, a=math.sqrt(5))
-    bound = 1 / math.sqrt(prod(self.weight.shape[1:]))
+    bound = 1 / math.sqrt(fan_in) if (fan_in := prod(self.weight.shape[1:])) else 0  # as torch: no fan_in, a zero bias
     self.bias = Tensor.uniform(out_channels, low=-bound, high=bound) if bias else None
 
   def __call__(self, x: Tensor) -> Tensor:
@@ -57,7 +57,7 @@ class ConvTranspose2d:
     self.kernel_size = make_pair(kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
     self.stride, self.padding, self.output_padding, self.dilation, self.groups = stride, padding, output_padding, dilation, groups
     self.weight = Tensor.kaiming_uniform(in_channels, out_channels // groups, *self.kernel_size, a=math.sqrt(5))
-    bound = 1 / math.sqrt(prod(self.weight.shape[1:]))
+    bound = 1 / math.sqrt(fan_in) if (fan_in := prod(self.weight.shape[1:])) else 0
     self.bias = Tensor.uniform(out_channels, low=-bound, high=bound) if bias else None
 
   def __call__(self, x: Tensor) -> Tensor:
@@ -74,11 +74,12 @@ class BatchNorm:
   """Batch normalization over axis 1 (any number of axes after it: BatchNorm1d/2d/3d are this class).
 
   Training normalizes with the batch's mean and biased variance and, with track_running_stats, moves the running
-  statistics toward the batch's mean and unbiased variance by `momentum` (as torch). Eval normalizes with the running
-  statistics. As in tinygrad, the running statistics always exist: track_running_stats=False only stops training
-  from updating them (torch would normalize with the batch's statistics in eval too)."""
+  statistics toward the batch's mean and unbiased variance by `momentum` (as torch; None: their plain average over
+  the batches seen; an empty batch leaves them). Eval normalizes with the running statistics. As in tinygrad, the
+  running statistics always exist: track_running_stats=False only stops training from updating them (torch would
+  normalize with the batch's statistics in eval too)."""
 
-  def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True, momentum: float = 0.1) -> None:
+  def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True, momentum: float | None = 0.1) -> None:
     self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
     self.weight: Tensor | None = Tensor.ones(sz) if affine else None
     self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
@@ -97,8 +98,11 @@ class BatchNorm:
       var = (centered * centered).mean(axes)
       if self.track_running_stats:
         unbiased = var.detach() * (n / max(n - 1, 1))
-        self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean.detach())
-        self.running_var.assign((1 - self.momentum) * self.running_var + self.momentum * unbiased)
+        # momentum None: torch's cumulative average, the n-th batch weighted 1/n
+        f: Tensor | float = self.momentum if self.momentum is not None else 1 / (self.num_batches_tracked + 1).cast(dtypes.float32)
+        if not (isinstance(n, int) and n == 0):  # an empty batch has no statistics (its mean is NaN): keep them, as torch
+          self.running_mean.assign((1 - f) * self.running_mean + f * mean.detach())
+          self.running_var.assign((1 - f) * self.running_var + f * unbiased)
         self.num_batches_tracked.assign(self.num_batches_tracked + 1)
     else:
       mean, var = self.running_mean, self.running_var

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import collections
 import io
+import lzma
 import os
 import pickle
+import pickletools
 import struct
 import zipfile
+import zlib
 from typing import IO, Any
 
 from tg.dtype import DType, dtypes
@@ -187,8 +190,23 @@ class _TorchUnpickler(pickle.Unpickler):
 
   def __init__(self, file: IO[bytes] | _FileBounded, storage: Any = None) -> None:
     super().__init__(file)
-    self.get_storage = storage
+    self.file, self.get_storage = file, storage
     self.storages: dict[str, _TorchStorage] = {}
+
+  def load(self) -> Any:
+    """Walk the pickle's opcodes first (pickletools reads each argument through the file, so a length past its end
+    raises there), then unpickle from where it started. The C unpickler allocates some things before it reads them:
+    a damaged BYTEARRAY8 claiming 2**40 bytes was a MemoryError, a LONG_BINPUT at memo index 2**31 grew the memo to
+    2**32 pointers and wrote every one (32 GiB: the process killed for memory)."""
+    start, ops, top = self.file.tell(), 0, -1
+    for op, arg, _ in pickletools.genops(self.file):
+      ops += 1
+      if op.name in ("PUT", "BINPUT", "LONG_BINPUT"):
+        top = max(top, int(arg))
+    if top >= ops:  # a pickler numbers its memo entries from 0, one per entry: never past the count of opcodes
+      raise pickle.UnpicklingError(f"memo index {top} in a pickle of {ops} opcodes")
+    self.file.seek(start)
+    return super().load()
 
   def find_class(self, module: str, name: str) -> Any:
     if module.split(".")[0] == "torch":
@@ -237,6 +255,16 @@ def _zip_member_offset(path: str, info: zipfile.ZipInfo) -> int:
   return info.header_offset + 30 + name_len + extra_len
 
 
+def _zip_open(path: str, z: zipfile.ZipFile, info: zipfile.ZipInfo) -> IO[bytes]:
+  """z.open(info), where a damaged directory entry raises WeightsFileError: zipfile raised NotImplementedError for a
+  compression method number that is no method, and OSError (EINVAL) seeking to a header offset past what a file can
+  have, which torch_load passes on as they are (for its own unsupported formats, and a file it can't read)."""
+  try:
+    return z.open(info)
+  except (NotImplementedError, OSError) as e:
+    raise WeightsFileError(f"{path}: its zip entry {info.filename} can't be opened: {type(e).__name__}: {e}") from None
+
+
 def _torch_load_zip(path: str) -> Any:
   size = os.path.getsize(path)
   with zipfile.ZipFile(path) as z:
@@ -244,7 +272,14 @@ def _torch_load_zip(path: str) -> Any:
     if not pkls:
       raise WeightsFileError(f"{path} is a zip file but not a torch checkpoint (no <archive>/data.pkl)")
     prefix = pkls[0][:-len("data.pkl")]
-    big_endian = prefix + "byteorder" in z.namelist() and z.read(prefix + "byteorder").strip() == b"big"
+    big_endian = False
+    if prefix + "byteorder" in z.namelist():  # "little" or "big": a few bytes read, whatever the entry claims
+      info = z.getinfo(prefix + "byteorder")
+      with _zip_open(path, z, info) as f:
+        try:
+          big_endian = f.read(16).strip() == b"big"
+        except (zlib.error, lzma.LZMAError, OSError, EOFError) as e:  # a damaged compressed entry (bz2's is an OSError)
+          raise WeightsFileError(f"{path}: its zip entry {info.filename} can't be read: {type(e).__name__}: {e}") from None
 
     def locate(key: str, dtype: DType, numel: Any) -> _TorchStorage:
       st = _TorchStorage(key, dtype)
@@ -276,7 +311,7 @@ def _torch_load_zip(path: str) -> Any:
 
     info = z.getinfo(pkls[0])
     if info.compress_type == zipfile.ZIP_STORED:
-      with z.open(info) as f:
+      with _zip_open(path, z, info) as f:
         return _TorchUnpickler(f, locate).load()
     try:  # bounded like the storages: zipfile would inflate a bzip2 bomb whole in one step
       pkl = read_compressed_member(path, info, _zip_member_offset(path, info))
@@ -308,6 +343,9 @@ class _FileBounded:
 
   def tell(self) -> int:
     return self.f.tell()
+
+  def seek(self, pos: int) -> int:
+    return self.f.seek(pos)
 
 
 def _torch_load_legacy(path: str) -> Any:
