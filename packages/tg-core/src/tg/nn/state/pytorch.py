@@ -199,10 +199,10 @@ class _TorchUnpickler(pickle.Unpickler):
     a damaged BYTEARRAY8 claiming 2**40 bytes was a MemoryError, a LONG_BINPUT at memo index 2**31 grew the memo to
     2**32 pointers and wrote every one (32 GiB: the process killed for memory)."""
     start, ops, top = self.file.tell(), 0, -1
-    for op, arg, _ in pickletools.genops(self.file):
+    for op, arg, _ in pickletools.genops(self.file):  # type: ignore[arg-type]  # (genops only calls read)
       ops += 1
-      if op.name in ("PUT", "BINPUT", "LONG_BINPUT"):
-        top = max(top, int(arg))
+      if op.name in ("PUT", "BINPUT", "LONG_BINPUT") and isinstance(arg, int):
+        top = max(top, arg)
     if top >= ops:  # a pickler numbers its memo entries from 0, one per entry: never past the count of opcodes
       raise pickle.UnpicklingError(f"memo index {top} in a pickle of {ops} opcodes")
     self.file.seek(start)
