@@ -164,10 +164,14 @@ def test_an_index_out_of_range_reads_nothing_and_raises() -> None:
           "  try:\n"
           "    x.gather(0, Tensor([[bad, 0, 0, 0]])).numpy()\n"
           "  except IndexError as e:\n"
-          "    print('IndexError', e)\n")
+          "    print('IndexError', e)\n"
+          "# unchecked (the internal form, no guard): the gate alone keeps the load in bounds, and the element is 0\n"
+          "got = x._index_with_tensors([(0, Tensor([1, 1 << 30, 2]))], [None]).numpy()\n"
+          "print('unchecked', got[:, 0].tolist())\n")
   r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=_env())
   assert r.returncode == 0, r.stderr[-2000:]
   assert r.stdout.count("IndexError") == 6, r.stdout
+  assert "unchecked [1.0, 0.0, 1.0]" in r.stdout, r.stdout
 
 
 def _env() -> dict[str, str]:
