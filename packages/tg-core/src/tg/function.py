@@ -245,6 +245,13 @@ def _pow(b: LazyBuffer, e: LazyBuffer) -> LazyBuffer:
   # |b| == 1 to +-inf is 1 as C's pow (inf * log2(1) is nan); a nan exponent stays nan
   unit = _abs(b).e(BinaryOps.CMPNE, b.const(1)).e(TernaryOps.WHERE, small.const(False), _not(e.e(BinaryOps.CMPNE, e)))
   mag = unit.e(TernaryOps.WHERE, mag.const(1), mag)
+  # a zero base: 0 to a positive power, inf to a negative one (C's pow), not exp2(e * log2(0)), which a device whose
+  # log2(0) isn't -inf gets wrong (WGSL leaves it undefined: 0 ** -1 was 0); a nan exponent stays nan
+  zero = _not(b.e(BinaryOps.CMPNE, b.const(0))).e(TernaryOps.WHERE, _not(e.e(BinaryOps.CMPNE, e)), small.const(False))
+  mag = zero.e(TernaryOps.WHERE, e.e(BinaryOps.CMPLT, e.const(0)).e(TernaryOps.WHERE, mag.const(math.inf), mag.const(0.0)), mag)
+  # a nan exponent gives nan (1 ** nan and b ** 0 are 1, below), whatever nan * log2|b| gives (0 on a device that
+  # assumes no nans in arithmetic: (-1) ** nan was 1)
+  mag = e.e(BinaryOps.CMPNE, e).e(TernaryOps.WHERE, mag.const(math.nan), mag)
   signed = odd.e(TernaryOps.WHERE, mag.e(UnaryOps.NEG), mag)
   neg_base = is_int.e(TernaryOps.WHERE, signed, mag.const(math.nan))
   # -0.0 keeps its sign to an odd integer power (-0.0 ** -1 is -inf, ** 3 is -0.0), else it is +0.0 or +inf, as C's

@@ -7,10 +7,9 @@ extern "C" __global__ void __launch_bounds__(1) E_8(__nv_bfloat16* __restrict__ 
   bool alu1 = (val1!=val1);
   bool alu2 = (alu0|alu1);
   bool alu3 = (val0!=val1);
-  bool alu4 = (alu3!=1);
-  __nv_bfloat16 alu5 = (val0+val1);
-  __nv_bfloat16 alu6 = (alu5*(__nv_bfloat16)(0.5));
-  __nv_bfloat16 alu7 = (alu4?alu6:val0);
-  __nv_bfloat16 alu8 = (alu2?val1:alu7);
-  data0[gidx0] = alu8;
+  __nv_bfloat16 alu4 = (val0+val1);
+  __nv_bfloat16 alu5 = (alu4*(__nv_bfloat16)(0.5));
+  __nv_bfloat16 alu6 = (alu3?val0:alu5);
+  __nv_bfloat16 alu7 = (alu2?val1:alu6);
+  data0[gidx0] = alu7;
 }
