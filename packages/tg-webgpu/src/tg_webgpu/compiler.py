@@ -9,6 +9,7 @@ import functools
 from typing import Any
 
 from tg.device import Compiler
+from tg.interrupts import hold_sigint
 from tg_webgpu import gpu
 
 
@@ -20,7 +21,10 @@ class WGSLCompileError(RuntimeError):
 def shader_module(src: str) -> Any:
   """The device's shader module for `src` (parsed once: compile and load share it)."""
   try:
-    return gpu.device().create_shader_module(label="tg", code=src)
+    # whole or not at all: a Ctrl-C inside wgpu's constructor left a half-made module whose __del__ then raised
+    # ("Exception ignored ... no attribute '_internal'": reliability/test_interrupts.py on a loop compiling kernels)
+    with hold_sigint():
+      return gpu.device().create_shader_module(label="tg", code=src)
   except Exception as e:
     raise WGSLCompileError(f"wgpu rejected a WGSL kernel:\n{e}\n--- source ---\n{src}") from None
 
