@@ -411,8 +411,8 @@ class LazyBuffer:
     partial sums would make one load per partial and a kernel per level (a gather over 50257 logits was 5 kernels)."""
     if self.base.op is not TernaryOps.WHERE or self._base is not None:
       return False
-    cond, a, b = self.srcs
-    if not ((a.is_unrealized_const() and a.const_value == 0) or (b.is_unrealized_const() and b.const_value == 0)):
+    cond, _, zero = self.srcs
+    if not (zero.is_unrealized_const() and zero.const_value == 0):  # (0 where the mask holds would be all the others)
       return False
     stack, seen, equality, positions = [cond.base], 0, False, False
     while stack and seen <= 24:  # (schedule.MAX_INDEX_MATH: the mask is small integer arithmetic)
