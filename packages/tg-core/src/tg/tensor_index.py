@@ -1,9 +1,13 @@
 """Indexing: `t[...]` with ints, slices, None, Ellipsis and tensors; `t[...] = v`; gather (masked_fill is in tensor_select).
 
 Basic indices are movement ops (shrink, flip, reshape), so they cost nothing. Tensor (advanced) indices
-select with one-hot masks that are summed over: `x[idx]` is sum_j where(idx == j, x[j], 0). That is
-O(size of the indexed axis) work per output element, the price of expressing a gather with movement
-and elementwise ops only.
+select with one-hot masks that are summed over: `x[idx]` is sum_j where(idx == j, x[j], 0), which
+codegen/one_hot_select.py turns into one load at idx per output element.
+
+The other direction, a write to rows named by indices (x[idx]'s gradient, `x[idx] = v`), has no store at a loaded
+position to use; as a one-hot sum it would be a sum over every index for each element of x. Instead each row of x
+finds the last index that names it (rows x indices compares, `_last_token`) and reads that index's row (a load,
+`_rows_at`); a gradient first adds up the rows of indices that repeat (indices^2 x row, `_scatter_rows`).
 
 An index out of range would match nothing and select 0, so it is an error (IndexOutOfRangeError, as torch): a Python
 int or a list of indices is checked now; an index tensor lives on the device, and `_range_guard` registers a lazy
@@ -17,8 +21,10 @@ from typing import TYPE_CHECKING, Any
 import tg.divcheck as divcheck
 from tg.dtype import DType, dtypes
 from tg.errors import DTypeError, IndexOutOfRangeError, IndexShapeError, ShapeError
+from tg.helpers import argsort, prod
 from tg.lazy import LazyBuffer
 from tg.shape.symbolic import Node, sint
+from tg.tensor_math import _with_vjp
 
 if TYPE_CHECKING:
   from tg.tensor import Tensor
@@ -67,6 +73,62 @@ def _selectable(x: Tensor) -> Tensor:
 def _index_dtype(n: int) -> DType:
   """The dtype positions along an axis of n elements are computed in: int32, int64 past its range."""
   return dtypes.int64 if n > _INT32_MAX else dtypes.int32
+
+
+# Below this many select-adds a tensor index's gradient stays the one-hot sum's: one kernel, where the scatter is three
+# (each ~30 us to launch eagerly); tests set it to 0 to take the scatter at any size
+_SCATTER_MIN_WORK = 1 << 18
+
+
+def _scatter_is_cheaper(bshape: tuple[sint, ...], rest: list[sint], indexed: list[sint]) -> bool:
+  """Whether x[idx]'s gradient is cheaper as _scatter_rows' (tokens^2 x width + rows x tokens + rows x width) than as
+  the one-hot sum's (rows x tokens x width: for each element of x, a sum over every token). Symbolic sizes keep the
+  sum's."""
+  sizes = [*bshape, *rest, *indexed]
+  if not all(isinstance(s, int) for s in sizes):
+    return False
+  t, r, p = prod(bshape), prod(rest), prod(indexed)  # type: ignore[arg-type]
+  summed = p * t * r
+  return summed >= _SCATTER_MIN_WORK and summed > 2 * (t * t * r + p * t + p * r)
+
+
+def _scatter_rows(g: Tensor, wanted: list[Tensor], indexed: tuple[int, ...]) -> Tensor:
+  """x[idx]'s gradient as rows (positions of the indexed axes, the rest of x): row p is the sum of g's rows whose index
+  is p, 0 for a p no token took, without a sum over every token for each row. g: (*index shape, *rest of x); wanted:
+  each index tensor, in range, broadcast to the index shape. The sums keep torch's numbers: a NaN or inf in g stays in
+  the rows it went to (a 0/1 matmul would spread it: 0 * inf is NaN).
+    summed[t] = sum of g[t'] over the t' with t's position   (tokens x tokens x width: where-sums, no scatter needed)
+    last[p]   = the last token at position p, or -1          (rows x tokens compares)
+    rows[p]   = summed[last[p]]                              (a gather: codegen/one_hot_select.py makes it one load)"""
+  nb = len(wanted[0].shape)
+  t_n = prod(g.shape[:nb])
+  p_n = prod(indexed)
+  pt = _index_dtype(max(p_n, t_n))
+  pos = wanted[0].cast(pt)
+  for t, n in zip(wanted[1:], indexed[1:]):  # the position in the indexed axes, row-major
+    pos = pos * n + t.cast(pt)
+  pos = pos.reshape(t_n)
+  rows = _selectable(g).reshape(t_n, -1)
+  zero = 0.0 if dtypes.is_float(rows.dtype) else 0
+  summed = (pos.reshape(t_n, 1, 1) == pos.reshape(1, t_n, 1)).where(rows.reshape(1, t_n, -1), zero).sum(1)
+  return _rows_at(_last_token(pos, p_n), summed)
+
+
+def _last_token(pos: Tensor, p_n: int) -> Tensor:
+  """For each of p_n positions, the last t with pos[t] equal to it, or -1: (p_n,), from pos (tokens,) in [0, p_n)
+  (rows x tokens compares)."""
+  from tg.tensor import Tensor
+  t_n = pos.shape[0]
+  at = pos.reshape(1, t_n) == Tensor.arange(p_n, device=pos.device, dtype=pos.dtype).reshape(p_n, 1)
+  return at.where(Tensor.arange(t_n, device=pos.device, dtype=pos.dtype).reshape(1, t_n), -1).max(1)
+
+
+def _rows_at(which: Tensor, rows: Tensor) -> Tensor:
+  """rows[which[p]] for each p, 0 where which[p] is -1: (p_n, width), one load each (codegen/one_hot_select.py)."""
+  from tg.tensor import Tensor
+  t_n = rows.shape[0]
+  hot = which.reshape(-1, 1, 1) == Tensor.arange(t_n, device=rows.device, dtype=which.dtype).reshape(1, t_n, 1)
+  return hot.where(rows.reshape(1, t_n, -1), 0.0 if dtypes.is_float(rows.dtype) else 0).sum(1)
 
 
 def _range_guard(results: list[Tensor], idx: Tensor, lo: int, hi: int, error: divcheck.ErrorFn, keep: Tensor | None = None) -> None:
@@ -126,6 +188,29 @@ def _basic_index(indices: Any) -> bool:
   """Whether `indices` only slices (ints, slices of ints or sizes, None, Ellipsis): the selection is a view."""
   items = indices if isinstance(indices, tuple) else (indices,)
   return all(i is None or i is Ellipsis or (isinstance(i, (int, slice, Node)) and not isinstance(i, bool)) for i in items)
+
+
+def _row_selection(t: Tensor, indices: Any) -> tuple[list[int], list[Any]] | None:
+  """t[indices] as whole rows of the indexed axes: (those axes, their index tensors or integer arrays) when indices are
+  only integer index tensors (or lists) and full slices (`:`, `...`), else None."""
+  items = [i if (a := _as_index(i)) is None else a for i in _split_indices(indices)]
+  ellipses = [k for k, i in enumerate(items) if i is Ellipsis]  # (identity: a tensor compares elementwise)
+  if len(ellipses) > 1 or len(items) - len(ellipses) > t.ndim:
+    return None  # (an error: __getitem__ says which)
+  if ellipses:
+    e = ellipses[0]
+    items = items[:e] + [slice(None)] * (t.ndim - len(items) + 1) + items[e + 1:]
+  items += [slice(None)] * (t.ndim - len(items))
+  axes, idx = [], []
+  for k, i in enumerate(items):
+    if isinstance(i, slice) and i == slice(None):
+      continue
+    if type(i).__module__ == "numpy" or (type(i).__name__ == "Tensor" and dtypes.is_int(i.dtype)):
+      axes.append(k)
+      idx.append(i)
+    else:
+      return None
+  return (axes, idx) if axes else None
 
 
 def _writable_target(t: Tensor, indices: Any) -> Tensor | None:
@@ -261,7 +346,11 @@ class IndexingMixin:
     rest = [a for a in range(self.ndim) if a not in axes]
     # x with its indexed axes last, and a leading block for the index shape: (1.., *rest, *indexed)
     xp = self.permute(rest + axes).reshape((1,) * len(bshape) + tuple(self.shape[a] for a in rest + axes))
+    scatter = self.requires_grad and _scatter_is_cheaper(bshape, [self.shape[a] for a in rest], [self.shape[a] for a in axes])
+    if scatter:
+      xp = xp.detach()  # the gradient is _scatter_rows', not the one-hot sum's
     mask: Tensor | None = None
+    wanted: list[Tensor] = []  # each index in range, broadcast
     for k, (a, t) in enumerate(tensor_axes):
       n = _concrete(self.shape[a])
       t = _wide(t, n)
@@ -269,18 +358,31 @@ class IndexingMixin:
         t = (t < 0).where(t + n, t)  # negative indices count from the end (out of range ones are __getitem__'s error)
       pos = _index_dtype(n)  # (int64 past 2**31 elements: int32 wrapped them)
       t = t.cast(pos) if t.dtype != pos else t
+      wanted.append(t._broadcast_to(bshape))
       hot_shape = (1,) * (len(bshape) + len(rest)) + tuple(n if j == k else 1 for j in range(len(axes)))
-      hot = t._broadcast_to(bshape).reshape(tuple(bshape) + (1,) * (len(rest) + len(axes))) == \
+      hot = wanted[-1].reshape(tuple(bshape) + (1,) * (len(rest) + len(axes))) == \
         Tensor.arange(n, device=self.device, dtype=pos).reshape(hot_shape)
       mask = hot if mask is None else (mask & hot)
     assert mask is not None
     zero = 0.0 if dtypes.is_float(self.dtype) else 0
     out = mask.where(_selectable(xp), zero).sum(tuple(range(-len(axes), 0)))
     out = out.cast(self.dtype) if out.dtype != self.dtype else out
-    for (a, t), dim in zip(tensor_axes, dims):
-      if dim is not None:
-        n = _concrete(self.shape[a])
-        _range_guard([out, mask], t, 0 if op else -n, n, _bounds_error(dim, n, op))
+
+    def guard(results: list[Tensor]) -> None:
+      for (a, t), dim in zip(tensor_axes, dims):
+        if dim is not None:
+          n = _concrete(self.shape[a])
+          _range_guard(results, t, 0 if op else -n, n, _bounds_error(dim, n, op))
+
+    if scatter:
+      sizes, x_order = tuple(_concrete(self.shape[a]) for a in axes + rest), axes + rest
+
+      def vjp(g: Tensor) -> list[Tensor]:
+        grad = _scatter_rows(g, wanted, sizes[:len(axes)]).cast(self.dtype).reshape(sizes).permute(argsort(x_order))
+        guard([grad])  # a token out of range raises here too: the forward's value may never be realized
+        return [grad]
+      out = _with_vjp(out, [self], vjp)
+    guard([out, mask])
     adjacent = axes == list(range(axes[0], axes[0] + len(axes)))
     if adjacent and axes[0] > 0:  # the index shape goes where the indexed axes were
       nb, before = len(bshape), sum(1 for a in rest if a < axes[0])
@@ -307,6 +409,8 @@ class IndexingMixin:
       if 0 not in target.shape:
         target.assign(v.cast(self.dtype)._broadcast_to(target.shape)).realize()
       return
+    if (rows := _row_selection(self, indices)) is not None and self._set_rows(*rows, v):
+      return
     n = _concrete(self.numel())
     positions = Tensor.arange(n, device=self.device).reshape(self.shape)[indices]
     if any(isinstance(i, Tensor) for i in _split_indices(indices)):
@@ -324,6 +428,50 @@ class IndexingMixin:
     zero = 0.0 if dtypes.is_float(self.dtype) else 0
     written = (hot & (Tensor.arange(1, k + 1, device=self.device).reshape(k, 1) == last.reshape(1, n))).where(v.reshape(-1, 1), zero).sum(0)
     self.assign((last > 0).where(written.cast(self.dtype), self.flatten()).reshape(self.shape).contiguous()).realize()  # at once, as tinygrad
+
+  def _set_rows(self: Tensor, axes: list[int], indices: list[Any], v: Tensor) -> bool:  # type: ignore[misc]
+    """self[indices] = v where indices index whole rows (_row_selection): for each row of the indexed axes, the last
+    index that names it (rows x indices compares), and that index's row of v read (one load per element). Element by
+    element, each written element was searched for among all of self's. False where it doesn't apply (symbolic or
+    empty axes): the element search then writes."""
+    from tg.tensor import Tensor
+    rest = [a for a in range(self.ndim) if a not in axes]
+    shape = tuple(s for s in self.shape if isinstance(s, int))
+    if len(shape) != self.ndim or 0 in shape:
+      return False
+    sizes = [shape[a] for a in axes]
+    p_n, pt = prod(sizes), _index_dtype(prod(sizes))
+    tensors: list[tuple[int, Tensor]] = []
+    dims: list[int | None] = []
+    for k, (a, idx) in enumerate(zip(axes, indices)):
+      if type(idx).__module__ == "numpy":  # a list or array of indices: known now, so checked now, as __getitem__
+        n = sizes[k]
+        if idx.size and not (-n <= int(idx.min()) and int(idx.max()) < n):
+          raise _bounds_error(a, n)(int(idx.max()) if int(idx.max()) >= n else int(idx.min()))
+        idx = Tensor(idx.astype("int64" if n > _INT32_MAX else "int32"), device=self.device)
+        dims.append(None)
+      else:
+        dims.append(a)
+      tensors.append((k, idx))
+    # each index's row: the indices applied to the row numbers (their range checked and negatives wrapped as in x[i])
+    pos = Tensor.arange(p_n, device=self.device, dtype=pt).reshape(sizes)._index_with_tensors(tensors, dims)
+    pos.realize()  # an index out of range raises here, before anything is written: as torch
+    bshape = pos.shape
+    adjacent = axes == list(range(axes[0], axes[0] + len(axes)))
+    off = axes[0] if adjacent else 0  # where numpy puts the index shape among the other axes
+    out_shape = tuple(shape[a] for a in rest[:off]) + bshape + tuple(shape[a] for a in rest[off:])
+    while v.ndim > len(out_shape) and v.shape[0] == 1:  # extra leading size-1 axes broadcast away, as numpy
+      v = v.reshape(v.shape[1:])
+    v = v.cast(self.dtype)._broadcast_to(out_shape)
+    t_n, nb = prod(bshape), len(bshape)
+    if t_n == 0:  # nothing selected: nothing to write (the value did broadcast)
+      return True
+    v_rows = v.permute(list(range(off, off + nb)) + list(range(off)) + list(range(off + nb, len(out_shape)))).reshape(t_n, -1)
+    last = _last_token(pos.reshape(t_n), p_n)
+    written = _rows_at(last, _selectable(v_rows)).cast(self.dtype)
+    new = (last.reshape(p_n, 1) >= 0).where(written, self.permute(axes + rest).reshape(p_n, -1))
+    self.assign(new.reshape(sizes + [shape[a] for a in rest]).permute(argsort(axes + rest))).realize()
+    return True
 
   def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:  # type: ignore[misc]
     """out[i][j] = self[index[i][j]][j] for dim=0 (torch.gather): index has self's number of axes."""

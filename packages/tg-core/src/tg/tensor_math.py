@@ -19,6 +19,7 @@ from tg.dtype import DType, dtypes, least_upper_dtype, to_dtype
 from tg.errors import AxisError, DTypeError, ShapeError, TgArgumentError
 from tg.helpers import prod
 from tg.lazy import LazyBuffer
+from tg.multi import MultiLazyBuffer
 from tg.ops import BinaryOps, MetaOps
 
 if TYPE_CHECKING:
@@ -66,6 +67,29 @@ class _Analytic(F.Function):
     grads = [(grad if grad.shape == d.shape else grad.expand(d.shape)).e(BinaryOps.MUL, d) if need else None
              for d, need in zip(self.partials, self.needs_input_grad[1:1 + n])]
     return (None, *grads, *([None] * n))
+
+
+class _Vjp(F.Function):
+  """Returns `value` (computed from detached inputs); the gradients to the inputs are vjp(grad), built with Tensor ops
+  when backward reaches it: for a gradient cheaper written by hand than derived from the forward's ops (a tensor
+  index's scatter). apply(value, *xs, vjp=...)."""
+
+  def forward(self, value: LazyBuffer, *xs: LazyBuffer, vjp: Callable[[Tensor], Sequence[Tensor | None]]) -> LazyBuffer:
+    self.vjp = vjp
+    return value
+
+  def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | MultiLazyBuffer | None, ...]:
+    from tg.tensor import Tensor
+    grads = self.vjp(Tensor(grad, device=grad.device, requires_grad=False))
+    return (None, *[g.lazydata if g is not None and need else None for g, need in zip(grads, self.needs_input_grad[1:])])
+
+
+def _with_vjp(value: Tensor, xs: Sequence[Tensor], vjp: Callable[[Tensor], Sequence[Tensor | None]]) -> Tensor:
+  """`value` whose gradient to xs[i] is vjp(the gradient of value)[i]; value is computed from detached xs."""
+  from tg.tensor import Tensor
+  if Tensor.no_grad or not any(x.requires_grad for x in xs):
+    return value
+  return _Vjp.apply(value, *xs, vjp=vjp)  # type: ignore[no-any-return]
 
 
 def _with_grad(value: Tensor, xs: Sequence[Tensor], partials: Callable[[], Sequence[Tensor]]) -> Tensor:
