@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-import tg.tensor_index as tensor_index
+import tg.tensor_scatter as tensor_scatter
 from tg import Device, Tensor, dtypes
 from tg.codegen.kernel import Kernel
 from tg.device import is_dtype_supported
@@ -19,10 +19,10 @@ from tg.nn import Embedding
 from tg.ops import BufferOps, MetaOps
 
 
-@pytest.fixture(params=["scatter", "one-hot sum"])
+@pytest.fixture(params=["one-hot", "pairs", "sorted"])
 def either_form(request, monkeypatch):
-  """Each gradient both ways at any size: the scatter (the default above a size) and the one-hot sum's own."""
-  monkeypatch.setattr(tensor_index, "_SCATTER_MIN_WORK", 0 if request.param == "scatter" else 1 << 62)
+  """Each scatter in each of tensor_scatter.row_sums' forms, at any size (each is the cheapest somewhere)."""
+  monkeypatch.setattr(tensor_scatter, "FORCE_FORM", request.param)
 
 
 def _work(t: Tensor) -> int:
@@ -262,3 +262,28 @@ def test_setitem_rows_work_does_not_multiply_selected_and_all_elements(monkeypat
   ref[idx] = vals
   np.testing.assert_array_equal(x.numpy(), ref)
   assert len(works) == 1 and works[0] < 10 * (v * t + v * d), f"the new value's kernels do {works} operations"
+
+
+def test_many_tokens_take_the_sorted_form() -> None:
+  # 4096 tokens into 5000 rows (many repeats): tokens^2 x width would be the pairs' 1.1G; the sorted form orders the
+  # tokens by counting (tokens^2 compares, no width) and scans runs of one row (log2(tokens) passes of tokens x width)
+  v, d, t = 5000, 64, 4096
+  costs = tensor_scatter.form_costs(t, d, v)
+  assert min(costs, key=costs.__getitem__) == "sorted"
+  idx = _ints((t,), 0, v, seed=3)
+  g = np.random.default_rng(18).standard_normal((t, d)).astype(np.float32)
+  g[7, 3] = np.inf
+  w = Tensor.randn(v, d, requires_grad=True)
+  w[Tensor(idx)].backward(Tensor(g))
+  assert w.grad is not None
+  assert _work(w.grad) < costs["pairs"] // 3
+  ref = np.zeros((v, d), np.float64)
+  np.add.at(ref, idx, g.astype(np.float64))
+  np.testing.assert_allclose(w.grad.numpy(), ref, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("t,p,form", [(128, 50257, "pairs"), (12288, 50257, "sorted"), (40, 5, "one-hot")])
+def test_form_by_napkin_cost(t, p, form) -> None:
+  # GPT-2's embedding: one prompt's 128 tokens, a training batch of 12 x 1024; a small table read many times
+  costs = tensor_scatter.form_costs(t, 768 if p > 5 else 8, p)
+  assert min(costs, key=costs.__getitem__) == form

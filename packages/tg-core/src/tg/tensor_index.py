@@ -4,10 +4,8 @@ Basic indices are movement ops (shrink, flip, reshape), so they cost nothing. Te
 select with one-hot masks that are summed over: `x[idx]` is sum_j where(idx == j, x[j], 0), which
 codegen/one_hot_select.py turns into one load at idx per output element.
 
-The other direction, a write to rows named by indices (x[idx]'s gradient, `x[idx] = v`), has no store at a loaded
-position to use; as a one-hot sum it would be a sum over every index for each element of x. Instead each row of x
-finds the last index that names it (rows x indices compares, `_last_token`) and reads that index's row (a load,
-`_rows_at`); a gradient first adds up the rows of indices that repeat (indices^2 x row, `_scatter_rows`).
+The other direction, a write to rows named by indices (x[idx]'s gradient, `x[idx] = v`), is tensor_scatter's: each
+row of x finds the last index naming it and reads that index's row, after a gradient has added up repeated indices'.
 
 An index out of range would match nothing and select 0, so it is an error (IndexOutOfRangeError, as torch): a Python
 int or a list of indices is checked now; an index tensor lives on the device, and `_range_guard` registers a lazy
@@ -25,6 +23,7 @@ from tg.helpers import argsort, prod
 from tg.lazy import LazyBuffer
 from tg.shape.symbolic import Node, sint
 from tg.tensor_math import _with_vjp
+from tg.tensor_scatter import last_token, row_sums, rows_at
 
 if TYPE_CHECKING:
   from tg.tensor import Tensor
@@ -73,62 +72,6 @@ def _selectable(x: Tensor) -> Tensor:
 def _index_dtype(n: int) -> DType:
   """The dtype positions along an axis of n elements are computed in: int32, int64 past its range."""
   return dtypes.int64 if n > _INT32_MAX else dtypes.int32
-
-
-# Below this many select-adds a tensor index's gradient stays the one-hot sum's: one kernel, where the scatter is three
-# (each ~30 us to launch eagerly); tests set it to 0 to take the scatter at any size
-_SCATTER_MIN_WORK = 1 << 18
-
-
-def _scatter_is_cheaper(bshape: tuple[sint, ...], rest: list[sint], indexed: list[sint]) -> bool:
-  """Whether x[idx]'s gradient is cheaper as _scatter_rows' (tokens^2 x width + rows x tokens + rows x width) than as
-  the one-hot sum's (rows x tokens x width: for each element of x, a sum over every token). Symbolic sizes keep the
-  sum's."""
-  sizes = [*bshape, *rest, *indexed]
-  if not all(isinstance(s, int) for s in sizes):
-    return False
-  t, r, p = prod(bshape), prod(rest), prod(indexed)  # type: ignore[arg-type]
-  summed = p * t * r
-  return summed >= _SCATTER_MIN_WORK and summed > 2 * (t * t * r + p * t + p * r)
-
-
-def _scatter_rows(g: Tensor, wanted: list[Tensor], indexed: tuple[int, ...]) -> Tensor:
-  """x[idx]'s gradient as rows (positions of the indexed axes, the rest of x): row p is the sum of g's rows whose index
-  is p, 0 for a p no token took, without a sum over every token for each row. g: (*index shape, *rest of x); wanted:
-  each index tensor, in range, broadcast to the index shape. The sums keep torch's numbers: a NaN or inf in g stays in
-  the rows it went to (a 0/1 matmul would spread it: 0 * inf is NaN).
-    summed[t] = sum of g[t'] over the t' with t's position   (tokens x tokens x width: where-sums, no scatter needed)
-    last[p]   = the last token at position p, or -1          (rows x tokens compares)
-    rows[p]   = summed[last[p]]                              (a gather: codegen/one_hot_select.py makes it one load)"""
-  nb = len(wanted[0].shape)
-  t_n = prod(g.shape[:nb])
-  p_n = prod(indexed)
-  pt = _index_dtype(max(p_n, t_n))
-  pos = wanted[0].cast(pt)
-  for t, n in zip(wanted[1:], indexed[1:]):  # the position in the indexed axes, row-major
-    pos = pos * n + t.cast(pt)
-  pos = pos.reshape(t_n)
-  rows = _selectable(g).reshape(t_n, -1)
-  zero = 0.0 if dtypes.is_float(rows.dtype) else 0
-  summed = (pos.reshape(t_n, 1, 1) == pos.reshape(1, t_n, 1)).where(rows.reshape(1, t_n, -1), zero).sum(1)
-  return _rows_at(_last_token(pos, p_n), summed)
-
-
-def _last_token(pos: Tensor, p_n: int) -> Tensor:
-  """For each of p_n positions, the last t with pos[t] equal to it, or -1: (p_n,), from pos (tokens,) in [0, p_n)
-  (rows x tokens compares)."""
-  from tg.tensor import Tensor
-  t_n = pos.shape[0]
-  at = pos.reshape(1, t_n) == Tensor.arange(p_n, device=pos.device, dtype=pos.dtype).reshape(p_n, 1)
-  return at.where(Tensor.arange(t_n, device=pos.device, dtype=pos.dtype).reshape(1, t_n), -1).max(1)
-
-
-def _rows_at(which: Tensor, rows: Tensor) -> Tensor:
-  """rows[which[p]] for each p, 0 where which[p] is -1: (p_n, width), one load each (codegen/one_hot_select.py)."""
-  from tg.tensor import Tensor
-  t_n = rows.shape[0]
-  hot = which.reshape(-1, 1, 1) == Tensor.arange(t_n, device=rows.device, dtype=which.dtype).reshape(1, t_n, 1)
-  return hot.where(rows.reshape(1, t_n, -1), 0.0 if dtypes.is_float(rows.dtype) else 0).sum(1)
 
 
 def _range_guard(results: list[Tensor], idx: Tensor, lo: int, hi: int, error: divcheck.ErrorFn, keep: Tensor | None = None) -> None:
@@ -346,9 +289,11 @@ class IndexingMixin:
     rest = [a for a in range(self.ndim) if a not in axes]
     # x with its indexed axes last, and a leading block for the index shape: (1.., *rest, *indexed)
     xp = self.permute(rest + axes).reshape((1,) * len(bshape) + tuple(self.shape[a] for a in rest + axes))
-    scatter = self.requires_grad and _scatter_is_cheaper(bshape, [self.shape[a] for a in rest], [self.shape[a] for a in axes])
+    # the gradient is a scatter of the output's (tensor_scatter.row_sums), where the one-hot sum's own would search every
+    # index for each element of x; symbolic sizes keep the one-hot sum's
+    scatter = bool(self.requires_grad) and all(isinstance(s, int) for s in (*self.shape, *bshape))
     if scatter:
-      xp = xp.detach()  # the gradient is _scatter_rows', not the one-hot sum's
+      xp = xp.detach()
     mask: Tensor | None = None
     wanted: list[Tensor] = []  # each index in range, broadcast
     for k, (a, t) in enumerate(tensor_axes):
@@ -378,7 +323,13 @@ class IndexingMixin:
       sizes, x_order = tuple(_concrete(self.shape[a]) for a in axes + rest), axes + rest
 
       def vjp(g: Tensor) -> list[Tensor]:
-        grad = _scatter_rows(g, wanted, sizes[:len(axes)]).cast(self.dtype).reshape(sizes).permute(argsort(x_order))
+        indexed, t_n = sizes[:len(axes)], prod(bshape)
+        pt = _index_dtype(max(prod(indexed), t_n))
+        pos = wanted[0].cast(pt)
+        for t, n in zip(wanted[1:], indexed[1:]):  # the row in the indexed axes, row-major
+          pos = pos * n + t.cast(pt)
+        rows = row_sums(_selectable(g).reshape(t_n, prod(sizes[len(axes):])), pos.reshape(t_n), prod(indexed))
+        grad = rows.cast(self.dtype).reshape(sizes).permute(argsort(x_order))
         guard([grad])  # a token out of range raises here too: the forward's value may never be realized
         return [grad]
       out = _with_vjp(out, [self], vjp)
@@ -467,8 +418,8 @@ class IndexingMixin:
     if t_n == 0:  # nothing selected: nothing to write (the value did broadcast)
       return True
     v_rows = v.permute(list(range(off, off + nb)) + list(range(off)) + list(range(off + nb, len(out_shape)))).reshape(t_n, -1)
-    last = _last_token(pos.reshape(t_n), p_n)
-    written = _rows_at(last, _selectable(v_rows)).cast(self.dtype)
+    last = last_token(pos.reshape(t_n), p_n)
+    written = rows_at(last, _selectable(v_rows)).cast(self.dtype)
     new = (last.reshape(p_n, 1) >= 0).where(written, self.permute(axes + rest).reshape(p_n, -1))
     self.assign(new.reshape(sizes + [shape[a] for a in rest]).permute(argsort(axes + rest))).realize()
     return True
