@@ -287,3 +287,58 @@ def test_form_by_napkin_cost(t, p, form) -> None:
   # GPT-2's embedding: one prompt's 128 tokens, a training batch of 12 x 1024; a small table read many times
   costs = tensor_scatter.form_costs(t, 768 if p > 5 else 8, p)
   assert min(costs, key=costs.__getitem__) == form
+
+
+# ---------- index_add and index_copy: the same writes along any dim ----------
+
+@pytest.mark.usefixtures("either_form")
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_index_add_and_index_copy_as_torch(dim) -> None:
+  shape = (30, 7, 5)
+  n = shape[dim]
+  idx = np.array([3, 0, n - 1, 3, 2, 3, 0], np.int64) % n
+  src_shape = tuple(len(idx) if k == dim % 3 else s for k, s in enumerate(shape))
+  x = np.random.default_rng(19).standard_normal(shape).astype(np.float32)
+  src = np.random.default_rng(20).standard_normal(src_shape).astype(np.float32)
+  gout = np.random.default_rng(21).standard_normal(shape).astype(np.float32)
+  for name, kw in [("index_add", {"alpha": 2.0}), ("index_add", {}), ("index_copy", {})]:
+    tx, ts = Tensor(x, requires_grad=True), Tensor(src, requires_grad=True)
+    out = getattr(tx, name)(dim, Tensor(idx.astype(np.int32)), ts, **kw)
+    out.backward(Tensor(gout))
+    rx, rs = torch.tensor(x, requires_grad=True), torch.tensor(src, requires_grad=True)
+    ref = getattr(rx, name)(dim, torch.tensor(idx), rs, **kw)
+    ref.backward(torch.tensor(gout))
+    if name == "index_copy":  # a repeated index: torch leaves which write wins undefined; tg's (and numpy's) is the last
+      ref = torch.tensor(x).index_copy(dim, torch.tensor(idx), rs.detach())
+      np.testing.assert_array_equal(out.numpy(), _last_write(x, dim, idx, src))
+    else:
+      np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-6, atol=1e-6)
+    assert tx.grad is not None and ts.grad is not None and rx.grad is not None and rs.grad is not None
+    np.testing.assert_allclose(tx.grad.numpy(), rx.grad.numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(ts.grad.numpy(), rs.grad.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def _last_write(x: np.ndarray, dim: int, idx: np.ndarray, src: np.ndarray) -> np.ndarray:
+  out = np.moveaxis(x.copy(), dim, 0)
+  s = np.moveaxis(src, dim, 0)
+  for i, p in enumerate(idx):
+    out[p] = s[i]
+  return np.moveaxis(out, 0, dim)
+
+
+def test_index_add_out_of_range_raises() -> None:
+  with pytest.raises(IndexOutOfRangeError):
+    Tensor.zeros(5, 3).index_add(0, Tensor([1, 5]), Tensor.ones(2, 3)).numpy()
+  with pytest.raises(IndexOutOfRangeError):
+    Tensor.zeros(5, 3).index_copy(0, Tensor([-1]), Tensor.ones(1, 3)).numpy()
+
+
+def test_index_add_work_does_not_multiply_rows_tokens_and_width() -> None:
+  v, d, t = 20011, 32, 64
+  idx = _ints((t,), 0, v)
+  src = np.random.default_rng(22).standard_normal((t, d)).astype(np.float32)
+  out = Tensor.zeros(v, d).contiguous().index_add(0, Tensor(idx), Tensor(src))
+  assert _work(out) < min(v * t * d // 2, 10 * (t * t * d + v * t + v * d)), _work(out)
+  ref = np.zeros((v, d), np.float32)
+  np.add.at(ref, idx, src)
+  np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6, atol=1e-6)

@@ -35,6 +35,8 @@ def last_token(pos: Tensor, p_n: int) -> Tensor:
   compares)."""
   from tg.tensor import Tensor
   t_n = pos.shape[0]
+  if t_n == 0:
+    return Tensor.full((p_n,), -1, device=pos.device, dtype=pos.dtype)
   at = pos.reshape(1, t_n) == Tensor.arange(p_n, device=pos.device, dtype=pos.dtype).reshape(p_n, 1)
   return at.where(Tensor.arange(t_n, device=pos.device, dtype=pos.dtype).reshape(1, t_n), -1).max(1)
 
@@ -42,9 +44,11 @@ def last_token(pos: Tensor, p_n: int) -> Tensor:
 def rows_at(which: Tensor, rows: Tensor) -> Tensor:
   """rows[which[p]] for each p, 0 where which[p] is -1: (p_n, width), one load each (codegen/one_hot_select.py)."""
   from tg.tensor import Tensor
-  t_n = rows.shape[0]
+  t_n, r = rows.shape
+  if t_n == 0:
+    return Tensor.zeros(which.shape[0], r, device=rows.device, dtype=rows.dtype)
   hot = which.reshape(-1, 1, 1) == Tensor.arange(t_n, device=rows.device, dtype=which.dtype).reshape(1, t_n, 1)
-  return hot.where(rows.reshape(1, t_n, -1), _zero(rows)).sum(1)
+  return hot.where(rows.reshape(1, t_n, r), _zero(rows)).sum(1)
 
 
 def form_costs(t: int, r: int, p: int) -> dict[str, int]:
@@ -74,10 +78,10 @@ def row_sums(rows: Tensor, pos: Tensor, p_n: int) -> Tensor:
   form = FORCE_FORM or min(costs, key=costs.__getitem__)
   if form == "one-hot":
     hot = pos.reshape(1, t_n, 1) == Tensor.arange(p_n, device=rows.device, dtype=pos.dtype).reshape(p_n, 1, 1)
-    return hot.where(rows.reshape(1, t_n, -1), _zero(rows)).sum(1)
+    return hot.where(rows.reshape(1, t_n, r), _zero(rows)).sum(1)
   if form == "pairs":
     same = pos.reshape(t_n, 1, 1) == pos.reshape(1, t_n, 1)
-    return rows_at(last_token(pos, p_n), same.where(rows.reshape(1, t_n, -1), _zero(rows)).sum(1))
+    return rows_at(last_token(pos, p_n), same.where(rows.reshape(1, t_n, r), _zero(rows)).sum(1))
   return _sorted_row_sums(rows, pos, p_n)
 
 

@@ -18,7 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from tg.dtype import DType, dtypes
 from tg.errors import AxisError, DTypeError, ShapeError, TgArgumentError
-from tg.tensor_index import _bounds_error, _range_guard
+from tg.helpers import prod
+from tg.tensor_index import _bounds_error, _index_dtype, _range_guard, _selectable
+from tg.tensor_math import _with_vjp
+from tg.tensor_scatter import last_token, row_sums, rows_at
 
 if TYPE_CHECKING:
   from tg.tensor import Tensor
@@ -523,6 +526,28 @@ class SelectMixin:
     _range_guard([hot], index, lo, n, _bounds_error(d, n, "" if lo else name))
     return d, m, hot
 
+  def _index_write(self: Tensor, dim: int, index: Tensor, source: Tensor, name: str) -> Tensor | None:  # type: ignore[misc]
+    """index_add's sum or index_copy's last write of source's rows at index along dim, as rows written
+    (tensor_scatter), where a one-hot sum searched every index for each element of self. None for symbolic sizes
+    (the one-hot sum then writes). The value is computed from detached inputs: the caller gives its gradient."""
+    d, m, _ = self._index_hot(dim, index, name)  # (the checks)
+    self._index_source(d, m, source, name)
+    if not all(isinstance(x, int) for x in (*self.shape, m)):
+      return None
+    n = self.shape[d]
+    assert isinstance(n, int) and isinstance(m, int)
+    moved = self.detach().movedim(d, 0)
+    rows = _selectable(source.detach().cast(self.dtype).movedim(d, 0).reshape(m, prod(moved.shape[1:])))
+    pos = index.reshape(m).cast(_index_dtype(n))
+    if name == "index_add":
+      written = row_sums(rows, pos, n)
+    else:
+      last = last_token(pos, n)
+      written = (last >= 0).reshape(n, 1).where(rows_at(last, rows), moved.reshape(n, rows.shape[1]))
+    out = written.cast(self.dtype).reshape(moved.shape).movedim(0, d)
+    _range_guard([out], index, 0, n, _bounds_error(d, n, name))  # (the value no longer reads the one-hot's check)
+    return out
+
   def _index_source(self: Tensor, d: int, m: int, source: Tensor, name: str) -> Tensor:  # type: ignore[misc]
     """source checked to be self's shape with m at d, in self's dtype, with d moved last and a size-1 axis after it."""
     want = tuple(m if k == d else s for k, s in enumerate(self.shape))
@@ -538,6 +563,10 @@ class SelectMixin:
     """self with alpha * source[..., i, ...] added at index[i] along `dim` (torch.index_add); repeats add up."""
     if self.ndim == 0:
       return self + self._index_hot(dim, index, "index_add")[2].any() * alpha * source.reshape(()).cast(self.dtype)
+    if (added := self._index_write(dim, index, source, "index_add")) is not None:
+      d = self._dim(dim)
+      value = (self.detach() + (added * alpha if alpha != 1 else added)).cast(self.dtype)
+      return _with_vjp(value, [self, source], lambda g: [g, (g.index_select(d, index) * alpha).cast(source.dtype)])
     d, m, hot = self._index_hot(dim, index, "index_add")
     s = self._index_source(d, m, source, "index_add")
     added = hot.where(s, _zero(self.dtype)).sum(-2).cast(self.dtype).movedim(-1, d)
@@ -549,6 +578,13 @@ class SelectMixin:
     from tg.tensor import Tensor
     if self.ndim == 0:
       return self._index_hot(dim, index, "index_copy")[2].any().where(source.reshape(()).cast(self.dtype), self)
+    if (copied := self._index_write(dim, index, source, "index_copy")) is not None:
+      d = self._dim(dim)
+
+      def vjp(g: Tensor) -> list[Tensor]:  # as torch: every row of source gets its target's gradient, repeats too
+        kept = self._along(d, self._index_hot(dim, index, "index_copy")[2].any(0)).where(_zero(g.dtype), g)
+        return [kept, g.index_select(d, index).cast(source.dtype)]
+      return _with_vjp(copied, [self, source], vjp)
     d, m, hot = self._index_hot(dim, index, "index_copy")
     s = self._index_source(d, m, source, "index_copy")
     if m == 0:
