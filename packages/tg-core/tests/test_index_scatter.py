@@ -342,3 +342,23 @@ def test_index_add_work_does_not_multiply_rows_tokens_and_width() -> None:
   ref = np.zeros((v, d), np.float32)
   np.add.at(ref, idx, src)
   np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("int64", [True, False], ids=["int64 key", "two-part order"])
+def test_sorted_form_past_int32_keys(monkeypatch, int64) -> None:
+  # the order by (row, token) as one key needs int64 past 2^31 (rows x tokens); a device without int64 compares the
+  # two parts instead: both forced here with a small key bound
+  if int64 and not is_dtype_supported(dtypes.int64):
+    pytest.skip("no int64 on this device")
+  monkeypatch.setattr(tensor_scatter, "FORCE_FORM", "sorted")
+  if not int64:
+    monkeypatch.setattr(tensor_scatter, "is_dtype_supported", lambda dt, device=None: dt != dtypes.int64)
+  monkeypatch.setattr(tensor_scatter, "_KEY_LIMIT", 10)
+  idx = _ints((50,), 0, 20, seed=4)
+  g = np.random.default_rng(23).standard_normal((50, 3)).astype(np.float32)
+  w = Tensor.zeros(20, 3, requires_grad=True)
+  w[Tensor(idx)].backward(Tensor(g))
+  ref = np.zeros((20, 3), np.float32)
+  np.add.at(ref, idx, g)
+  assert w.grad is not None
+  np.testing.assert_allclose(w.grad.numpy(), ref, rtol=1e-5, atol=1e-6)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tg.device import is_dtype_supported
 from tg.dtype import dtypes
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 # a kernel launched eagerly costs about this many select-adds (~30 us): the forms with more kernels pay for them
 _LAUNCH = 1 << 18
 FORCE_FORM: str | None = None  # tests: "one-hot", "pairs" or "sorted" at any size
+_KEY_LIMIT = 2 ** 31 - 1  # the sorted form's key (row * tokens + token) fits int32 up to this
 
 
 def _zero(t: Tensor) -> float | int:
@@ -91,9 +93,15 @@ def _sorted_row_sums(rows: Tensor, pos: Tensor, p_n: int) -> Tensor:
   assert isinstance(t_n, int)
   # rank[t]: t's place in the order by (pos, t), counted from a key unique to each token; order[k]: the token at
   # place k (rank is a permutation)
-  kt = dtypes.int64 if p_n * t_n > 2 ** 31 - 1 else pos.dtype
-  key = (pos.cast(kt) * t_n + Tensor.arange(t_n, device=rows.device, dtype=kt)).contiguous()  # (stored: not computed t_n times per token)
-  rank = (key.reshape(1, t_n) < key.reshape(t_n, 1)).sum(1).cast(pos.dtype)
+  tok = Tensor.arange(t_n, device=rows.device, dtype=pos.dtype)
+  if p_n * t_n <= _KEY_LIMIT or is_dtype_supported(dtypes.int64, rows.device):
+    kt = dtypes.int64 if p_n * t_n > _KEY_LIMIT else pos.dtype
+    key = (pos.cast(kt) * t_n + tok.cast(kt)).contiguous()  # (stored: not computed t_n times per token)
+    before = key.reshape(1, t_n) < key.reshape(t_n, 1)
+  else:  # a key past int32 on a device without int64 (WEBGPU): the order compared in two parts
+    pi, pj = pos.reshape(t_n, 1), pos.reshape(1, t_n)
+    before = (pj < pi) | ((pj == pi) & (tok.reshape(1, t_n) < tok.reshape(t_n, 1)))
+  rank = before.sum(1).cast(pos.dtype)
   order = last_token(rank, t_n)
   spos = rows_at(order, pos.reshape(t_n, 1)).reshape(t_n).contiguous()
   run = rows_at(order, rows).contiguous()
