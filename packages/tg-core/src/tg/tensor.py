@@ -145,6 +145,16 @@ def _broadcast_shape(*shapes: tuple[sint, ...]) -> tuple[sint, ...]:
   return tuple(out)
 
 
+PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def _check_pad_mode(mode: str, value: float) -> None:
+  if mode not in PAD_MODES:
+    raise TgArgumentError(f"unknown padding mode {mode!r}: one of {', '.join(PAD_MODES)} (torch's F.pad modes)")
+  if mode != "constant" and value != 0:  # (torch takes value=0 with any mode)
+    raise TgArgumentError(f'Padding mode "{mode}" doesn\'t take in value argument (as torch): the padding is copied from the input')
+
+
 def _host_array(data: Any, dtype: DType | None) -> Any:
   """A list or tuple (of numbers, lists, or numpy arrays) as a numpy array of `dtype`, or of the dtype tinygrad gives it."""
   import numpy as np
@@ -901,10 +911,12 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     d = self._resolve_axis(dim, self.ndim + 1)
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
 
-  def pad(self, padding: Sequence[tuple[sint, sint] | None], value: float = 0.0) -> Tensor:
-    """Pad each axis by (before, after) with `value`; None leaves an axis alone."""
+  def pad(self, padding: Sequence[tuple[sint, sint] | None], value: float = 0.0, mode: str = "constant") -> Tensor:
+    """Pad each axis by (before, after); None leaves an axis alone. `mode` is torch's F.pad's: 'constant' fills with
+    `value`; 'reflect' mirrors the axis about its end elements, 'replicate' repeats them, 'circular' wraps around."""
     if len(padding) != self.ndim:
       raise ShapeError(f"pad needs one (before, after) per axis: got {len(padding)} for {self.ndim} axes")
+    _check_pad_mode(mode, value)
     # symbolic amounts stay symbolic (a cat along a symbolic axis pads by it); ints are checked here
     arg = tuple((0, 0) if p is None else (p[0] if isinstance(p[0], Node) else int(p[0]), p[1] if isinstance(p[1], Node) else int(p[1]))
                 for p in padding)
@@ -912,11 +924,53 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       raise TgArgumentError(f"negative padding {arg}: use shrink or slicing to cut")
     if all(p == (0, 0) for p in arg):
       return self
+    if mode != "constant":
+      x = self
+      for axis, (b, a) in enumerate(arg):
+        x = x._pad_edges(axis, _concrete(b), _concrete(a), mode) if (b, a) != (0, 0) else x
+      return x
     ret = F.Pad.apply(self, arg=arg)
     if value == 0:
       return ret  # type: ignore[no-any-return]
     valid = F.Pad.apply(Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device), arg=arg)
     return valid.where(ret, value)  # type: ignore[no-any-return]
+
+  def _pad_edges(self, axis: int, before: int, after: int, mode: str) -> Tensor:
+    """Pad one axis by copies of its own elements (pad's modes other than 'constant'), with torch's limits: a reflection
+    shorter than the axis, a wrap no longer than it, something to replicate."""
+    n = _concrete(self.shape[axis])
+    if mode == "reflect" and max(before, after) >= n:
+      raise TgArgumentError(f"Padding size should be less than the corresponding input dimension, but got: padding ({before}, {after}) "
+                            f"at dimension {axis} of input {list(self.shape)} (reflect, as torch)")
+    if mode == "circular" and max(before, after) > n:
+      raise TgArgumentError(f"Padding value causes wrapping around more than once: padding ({before}, {after}) at dimension {axis} "
+                            f"of input {list(self.shape)} (circular, as torch)")
+    if n == 0:
+      raise TgArgumentError(f"{mode} padding needs non-zero dimensions: dimension {axis} of input {list(self.shape)} is empty (as torch)")
+    def part(start: int, stop: int) -> Tensor:
+      return self.shrink(tuple((start, stop) if i == axis else None for i in range(self.ndim)))
+    if mode == "reflect":  # the elements next to each end, mirrored (the end itself isn't repeated)
+      left, right = part(1, before + 1).flip(axis), part(n - 1 - after, n - 1).flip(axis)
+    elif mode == "replicate":
+      left, right = part(0, 1)._repeat_axis(axis, before), part(n - 1, n)._repeat_axis(axis, after)
+    else:  # circular: the other end's elements
+      left, right = part(n - before, n), part(0, after)
+    return self._stitch(axis, left, right)
+
+  def _repeat_axis(self, axis: int, times: int) -> Tensor:
+    return self.expand(tuple(times if i == axis else s for i, s in enumerate(self.shape)))
+
+  def _stitch(self, axis: int, left: Tensor, right: Tensor) -> Tensor:
+    """left, self and right joined along `axis`, each element taken from one of them by a where: exact, -0.0 included
+    (cat adds zero-padded pieces, and -0.0 + 0.0 is 0.0)."""
+    b, n, a = (_concrete(t.shape[axis]) for t in (left, self, right))
+    def placed(t: Tensor, start: int) -> Tensor:
+      return t.pad(tuple((start, b + n + a - start - _concrete(t.shape[axis])) if i == axis else None for i in range(self.ndim)))
+    def region(start: int, size: int) -> Tensor:  # True on [start, start + size) along the axis: a mask the kernel computes
+      return placed(Tensor.ones(tuple(size if i == axis else 1 for i in range(self.ndim)), dtype=dtypes.bool, device=self.device), start)
+    out = placed(self, b)
+    out = region(0, b).where(placed(left, 0), out) if b else out
+    return region(b + n, a).where(placed(right, b + n), out) if a else out
 
   def shrink(self, arg: Sequence[tuple[sint, sint] | None]) -> Tensor:
     if len(arg) != self.ndim:
@@ -953,16 +1007,28 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       return self.shrink(tuple((0, n) if i == axis else None for i in range(self.ndim)))
     return self.pad(tuple((0, n - s) if i == axis else None for i in range(self.ndim)))
 
-  def pad2d(self, padding: Sequence[int], value: float = 0.0) -> Tensor:
-    """Pad the last len(padding)//2 axes; padding is (left, right, top, bottom, ...) from the last axis back."""
+  def pad2d(self, padding: Sequence[int], value: float = 0.0, mode: str = "constant") -> Tensor:
+    """Pad the last len(padding)//2 axes; padding is (left, right, top, bottom, ...) from the last axis back, as torch's
+    F.pad, and so are `mode` and a negative amount, which crops."""
     if len(padding) % 2 or len(padding) // 2 > self.ndim:
       raise ShapeError(f"pad2d needs (before, after) pairs for at most {self.ndim} axes, got {padding}")
+    _check_pad_mode(mode, value)
     pairs = [(padding[2 * i], padding[2 * i + 1]) for i in range(len(padding) // 2)][::-1]
     keep: list[tuple[sint, sint] | None] = [None] * (self.ndim - len(pairs))
-    if any(b < 0 or a < 0 for b, a in pairs):  # negative padding crops, as in torch
-      x = self.shrink(keep + [(-min(b, 0), s - (-min(a, 0))) for (b, a), s in zip(pairs, self.shape[-len(pairs):])])
-      return x.pad2d([max(p, 0) for p in padding], value)
-    return self.pad([None] * (self.ndim - len(pairs)) + list(pairs), value)
+    grow = keep + [(max(b, 0), max(a, 0)) for b, a in pairs]
+    if not any(b < 0 or a < 0 for b, a in pairs):
+      return self.pad(grow, value, mode)
+    # a negative amount crops. reflect and replicate read the uncropped axis, as torch's (crop after padding); circular
+    # wraps the cropped one (torch's too)
+    spatial = self.shape[-len(pairs):]
+    if mode in ("reflect", "replicate") and any(_concrete(s) + b + a <= 0 for (b, a), s in zip(pairs, spatial)):
+      raise TgArgumentError(f"input {list(self.shape)} is too small for the padding {list(padding)}: an output axis would have no element "
+                            f"({mode}, as torch)")
+    if mode in ("reflect", "replicate"):
+      x = self.pad(grow, value, mode)
+      return x.shrink(keep + [(-min(b, 0), s - (-min(a, 0))) for (b, a), s in zip(pairs, x.shape[-len(pairs):])])
+    x = self.shrink(keep + [(-min(b, 0), s - (-min(a, 0))) for (b, a), s in zip(pairs, spatial)])
+    return x.pad(grow, value, mode)
 
   def tril(self, diagonal: int = 0) -> Tensor:
     """Keep the elements on and below the `diagonal`-th diagonal of the last two axes; zero the rest."""
