@@ -1,8 +1,11 @@
-"""Padding modes (reflect, replicate, circular): each against torch, forward and backward, and torch's errors.
+"""Padding modes (reflect, replicate, circular), pooling's ceil_mode and count_include_pad, the adaptive pools, and
+max_pool2d's gradient where a window's maximum is tied: each against torch, forward and backward, and torch's errors.
 
 The gradients are of sum(out * w) for a fixed random w, so each output's gradient lands where torch sends it (a plain
 sum would hide a gradient sent to the wrong one of two equal elements). Few, small cases: each compiles its own
 kernels, and the PYTHON device interprets them."""
+import math
+
 import numpy as np
 import pytest
 
@@ -155,3 +158,153 @@ def test_conv_padding_mode_errors():
   # reflect padding of 3 on an axis of 3: torch's error at the call
   with pytest.raises(RuntimeError, match="Padding size should be less"):
     nn.Conv2d(1, 1, 3, padding=3, padding_mode="reflect")(Tensor.ones(1, 1, 3, 5))
+
+
+# ---------- pooling: ceil_mode, count_include_pad, divisor_override ----------
+
+POOL_CASES = [
+  # (shape, kernel, stride, padding)
+  ((1, 2, 5, 5), 2, 2, 0),
+  ((1, 1, 7, 6), 3, 2, 1),
+  ((1, 1, 6, 7), (2, 3), (3, 2), (1, 1)),
+  ((2, 6, 5), 3, 3, 1),
+]
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True])
+@pytest.mark.parametrize("shape,k,stride,padding", POOL_CASES)
+def test_max_pool2d_ceil_mode(shape, k, stride, padding, ceil_mode):
+  check(lambda x: x.max_pool2d(k, stride, padding=padding, ceil_mode=ceil_mode),
+        lambda x: TF.max_pool2d(x, k, stride, padding=padding, ceil_mode=ceil_mode), _distinct(shape))
+
+
+def test_max_pool2d_ceil_mode_dilation():
+  check(lambda x: x.max_pool2d(3, 2, dilation=2, padding=1, ceil_mode=True),
+        lambda x: TF.max_pool2d(x, 3, 2, dilation=2, padding=1, ceil_mode=True), _distinct((1, 1, 8, 9)))
+
+
+@pytest.mark.parametrize("count_include_pad", [True, False])
+@pytest.mark.parametrize("ceil_mode", [False, True])
+@pytest.mark.parametrize("shape,k,stride,padding", POOL_CASES)
+def test_avg_pool2d_ceil_mode_count_include_pad(shape, k, stride, padding, ceil_mode, count_include_pad):
+  check(lambda x: x.avg_pool2d(k, stride, padding=padding, ceil_mode=ceil_mode, count_include_pad=count_include_pad),
+        lambda x: TF.avg_pool2d(x, k, stride, padding=padding, ceil_mode=ceil_mode, count_include_pad=count_include_pad), _rand(shape))
+
+
+def test_avg_pool2d_divisor_override():
+  check(lambda x: x.avg_pool2d(3, 2, padding=1, ceil_mode=True, divisor_override=5),
+        lambda x: TF.avg_pool2d(x, 3, 2, padding=1, ceil_mode=True, divisor_override=5), _rand((1, 2, 6, 6)))
+  with pytest.raises(RuntimeError, match="divisor must be not zero"):
+    TF.avg_pool2d(torch.ones(1, 1, 4, 4), 2, divisor_override=0)
+  with pytest.raises(RuntimeError, match="divisor must be not zero"):
+    Tensor.ones(1, 1, 4, 4).avg_pool2d(2, divisor_override=0)
+
+
+def test_ceil_mode_last_window_starts_inside():
+  # ceil would give a window starting in the right padding: torch drops it (6 + 2*1 - 2 over stride 2: 4 windows, not 5)
+  for fn in ("max_pool2d", "avg_pool2d"):
+    ref = getattr(TF, fn)(torch.ones(1, 1, 6, 6), 2, 2, padding=1, ceil_mode=True)
+    assert getattr(Tensor.ones(1, 1, 6, 6), fn)(2, 2, padding=1, ceil_mode=True).shape == tuple(ref.shape) == (1, 1, 4, 4)
+
+
+@pytest.mark.parametrize("layer,args,kwargs", [
+  ("MaxPool2d", (3,), {"stride": 2, "padding": 1, "ceil_mode": True}),
+  ("MaxPool2d", ((2, 3),), {"dilation": (1, 2)}),
+  ("AvgPool2d", (3,), {"stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False}),
+  ("AvgPool2d", (2,), {}),
+])
+def test_pool_layers(layer, args, kwargs):
+  check(getattr(nn, layer)(*args, **kwargs), getattr(torch.nn, layer)(*args, **kwargs), _distinct((1, 2, 7, 8)))
+
+
+# ---------- adaptive pooling ----------
+
+ADAPTIVE_CASES = [
+  # (shape, output_size)
+  ((1, 2, 7, 9), (3, 4)),   # uneven bins, overlapping
+  ((2, 1, 8, 8), 4),        # even bins: a plain pool
+  ((1, 2, 5, 6), (None, 4)),  # None keeps the axis
+  ((2, 5, 4), 1),           # unbatched (C, H, W); global pooling
+  ((1, 1, 3, 4), (5, 6)),   # more outputs than inputs
+  ((1, 1, 10, 3), (3, 3)),
+]
+
+
+@pytest.mark.parametrize("op", ["adaptive_avg_pool2d", "adaptive_max_pool2d"])
+@pytest.mark.parametrize("shape,size", ADAPTIVE_CASES, ids=[f"{s}->{o}" for s, o in ADAPTIVE_CASES])
+def test_adaptive_pool2d(op, shape, size):
+  check(lambda x: getattr(x, op)(size), lambda x: getattr(TF, op)(x, size), _distinct(shape))
+
+
+def test_adaptive_pool2d_empty_output():
+  for op in ("adaptive_avg_pool2d", "adaptive_max_pool2d"):
+    assert getattr(Tensor.ones(1, 1, 4, 4), op)(0).shape == tuple(getattr(TF, op)(torch.ones(1, 1, 4, 4), 0).shape) == (1, 1, 0, 0)
+
+
+@pytest.mark.parametrize("layer", ["AdaptiveAvgPool2d", "AdaptiveMaxPool2d"])
+def test_adaptive_pool_layers(layer):
+  check(getattr(nn, layer)((2, None)), getattr(torch.nn, layer)((2, None)), _distinct((1, 2, 5, 3)))
+  check(getattr(nn, layer)(3), getattr(torch.nn, layer)(3), _distinct((1, 1, 7, 5)))
+
+
+@pytest.mark.parametrize("op", ["adaptive_avg_pool2d", "adaptive_max_pool2d"])
+@pytest.mark.parametrize("shape,size,match", [
+  ((1, 1, 4, 4), (1, 2, 3), "output_size must be 2"),
+  ((1, 1, 4, 4), (2,), "output_size must be 2"),
+  ((1, 1, 4, 4), -1, "greater than or equal to 0"),
+  ((4, 4), 2, "Expected 3D or 4D tensor"),
+  ((1, 1, 1, 4, 4), 2, "Expected 3D or 4D tensor"),
+  ((1, 1, 0, 4), 2, "non-zero size for non-batch dimensions"),
+])
+def test_adaptive_pool2d_errors(op, shape, size, match):
+  # torch raises RuntimeError for each (its adaptive_max_pool2d words some differently: only tg's message is matched there)
+  with pytest.raises(RuntimeError):
+    getattr(TF, op)(torch.ones(shape), size)
+  with pytest.raises(RuntimeError, match=match):
+    getattr(Tensor.ones(*shape), op)(size)
+
+
+# ---------- max_pool2d's gradient at tied maxima ----------
+
+TIE_CASES = [
+  # (input, kernel, stride, padding): torch sends a window's gradient to its first maximum in row-major order
+  (np.ones((1, 1, 4, 4), np.float32), 2, 2, 0),
+  (np.ones((1, 1, 4, 5), np.float32), 2, 1, 0),  # overlapping windows
+  (np.random.default_rng(3).integers(-1, 2, (1, 2, 5, 5)).astype(np.float32), 3, 1, 1),
+  (np.random.default_rng(4).integers(0, 2, (1, 1, 6, 6)).astype(np.float32), (2, 3), (1, 2), (1, 1)),
+  (np.full((1, 1, 3, 3), -math.inf, np.float32), 2, 1, 1),  # every window's maximum is -inf, as is the padding
+]
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True])
+@pytest.mark.parametrize("x,k,stride,padding", TIE_CASES)
+def test_max_pool2d_gradient_at_ties(x, k, stride, padding, ceil_mode):
+  check(lambda t: t.max_pool2d(k, stride, padding=padding, ceil_mode=ceil_mode),
+        lambda t: TF.max_pool2d(t, k, stride, padding=padding, ceil_mode=ceil_mode), x)
+
+
+def test_max_pool2d_nan_windows():
+  # a NaN is the window's max; torch's gradient goes to the window's last NaN (its loop takes every NaN it meets)
+  x = np.array([[[[1.0, math.nan, 3.0, 3.0], [math.nan, 2.0, 0.0, 3.0], [1.0, 1.0, -0.0, 0.0], [0.0, 1.0, 0.0, -0.0]]]], np.float32)
+  check(lambda t: t.max_pool2d(2), lambda t: TF.max_pool2d(t, 2), x)
+  check(lambda t: t.max_pool2d(2, 1), lambda t: TF.max_pool2d(t, 2, 1), x)
+
+
+def test_max_pool2d_ints_ceil_mode():
+  # an integer tensor stays integer, and the dtype's least value in it is still its own (the padding holds it too)
+  x = np.array([[[[-2 ** 31, 5, -2 ** 31], [7, -2 ** 31, 0], [-2 ** 31, 1, -2 ** 31]]]], np.int32)
+  check(lambda t: t.max_pool2d(2, 2, padding=1, ceil_mode=True), lambda t: TF.max_pool2d(t, 2, 2, padding=1, ceil_mode=True), x)
+  check(lambda t: t.max_pool2d(2, 2, ceil_mode=True), lambda t: TF.max_pool2d(t, 2, 2, ceil_mode=True), x)
+
+
+@pytest.mark.parametrize("size", [(3, 3), 2, (2, 3)])
+def test_adaptive_max_pool2d_gradient_at_ties(size):
+  check(lambda t: t.adaptive_max_pool2d(size), lambda t: TF.adaptive_max_pool2d(t, size), np.ones((1, 1, 4, 5), np.float32))
+
+
+def test_max_over_an_axis_splits_ties_as_amax():
+  # Tensor.max(axis) returns values only, tinygrad's and torch.amax's meaning: the gradient is split evenly between tied
+  # maxima, as torch.amax's and torch's max() over all axes (torch's max(dim) returns indices and picks one)
+  x = np.array([[1.0, 3.0, 3.0], [3.0, 0.0, 1.0]], np.float32)
+  check(lambda t: t.max(1), lambda t: torch.amax(t, 1), x)
+  check(lambda t: t.max(), lambda t: t.max(), x)

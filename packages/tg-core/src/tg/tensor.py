@@ -1649,6 +1649,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return ret.cast(self.dtype) if acc_dtype is None and dtypes.is_float(self.dtype) else ret
 
   def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """The max over `axis` (all axes by default), values only: tinygrad's max, torch's amax. The gradient is split evenly
+    between tied maxima, as torch's amax and max() over all axes (torch's max(dim), which also returns indices, gives it
+    all to one; so does max_pool2d, as torch's)."""
     if self.numel() == 0 and any(self.shape[a] == 0 for a in self._reduce_axes(axis)):
       raise RuntimeError(f"max of an empty axis of shape {self.shape} has no identity")
     return self._reduce(F.Max, axis, keepdim)

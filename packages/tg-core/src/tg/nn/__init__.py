@@ -165,6 +165,54 @@ class ConstantPad3d(ConstantPad1d):
   dims = 3
 
 
+class MaxPool2d:
+  """torch.nn.MaxPool2d (its argument order): Tensor.max_pool2d with these settings."""
+
+  def __init__(self, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] | None = None, padding: int | Sequence[int] = 0,
+               dilation: int = 1, return_indices: bool = False, ceil_mode: bool = False) -> None:
+    if return_indices:
+      raise NotImplementedError("MaxPool2d(return_indices=True) is not supported: tg's max_pool2d returns the values only")
+    self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode = kernel_size, stride, padding, dilation, ceil_mode
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.max_pool2d(self.kernel_size, self.stride, self.dilation, self.padding, self.ceil_mode)
+
+
+class AvgPool2d:
+  """torch.nn.AvgPool2d (its argument order): Tensor.avg_pool2d with these settings."""
+
+  def __init__(self, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] | None = None, padding: int | Sequence[int] = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: int | None = None) -> None:
+    self.kernel_size, self.stride, self.padding, self.ceil_mode = kernel_size, stride, padding, ceil_mode
+    self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.avg_pool2d(self.kernel_size, self.stride, padding=self.padding, ceil_mode=self.ceil_mode,
+                        count_include_pad=self.count_include_pad, divisor_override=self.divisor_override)
+
+
+class AdaptiveAvgPool2d:
+  """torch.nn.AdaptiveAvgPool2d: output_size an int or a pair, None keeping an axis's size."""
+
+  def __init__(self, output_size: int | Sequence[int | None] | None) -> None:
+    self.output_size = output_size
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.adaptive_avg_pool2d(self.output_size)
+
+
+class AdaptiveMaxPool2d:
+  """torch.nn.AdaptiveMaxPool2d (no return_indices): output_size as AdaptiveAvgPool2d's."""
+
+  def __init__(self, output_size: int | Sequence[int | None] | None, return_indices: bool = False) -> None:
+    if return_indices:
+      raise NotImplementedError("AdaptiveMaxPool2d(return_indices=True) is not supported: tg's adaptive_max_pool2d returns the values only")
+    self.output_size = output_size
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.adaptive_max_pool2d(self.output_size)
+
+
 class BatchNorm:
   """Batch normalization over axis 1 (any number of axes after it: BatchNorm1d/2d/3d are this class).
 
@@ -322,8 +370,8 @@ class ModuleList(list[Any]):
 from tg.nn.attention import MultiheadAttention  # noqa: E402
 from tg.nn.recurrent import LSTM, LSTMCell  # noqa: E402
 
-__all__ = ["LSTM", "BatchNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+__all__ = ["LSTM", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "BatchNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
            "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "Conv1d", "Conv2d",
            "ConvTranspose1d", "ConvTranspose2d", "Dropout", "Embedding", "GroupNorm", "InstanceNorm", "LSTMCell", "LayerNorm", "LayerNorm2d",
-           "Linear", "ModuleList", "MultiheadAttention", "RMSNorm", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
+           "Linear", "MaxPool2d", "ModuleList", "MultiheadAttention", "RMSNorm", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
            "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "Sequential", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "optim", "state"]
