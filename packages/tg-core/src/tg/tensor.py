@@ -22,7 +22,7 @@ from tg.multi import MultiLazyBuffer, parts
 from tg.ops import MetaOps
 from tg.shape.symbolic import Node, Variable, bound_value, sint
 from tg.tensor_index import IndexingMixin
-from tg.tensor_math import MathMixin, _with_grad
+from tg.tensor_math import MathMixin, _signbit, _with_grad
 from tg.tensor_nn import NNMixin
 from tg.tensor_select import SelectMixin
 
@@ -675,6 +675,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   @_on_devices
   def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, **kwargs: Any) -> Tensor:
+    """Uniform in [low, high); low == high gives low (torch's uniform_)."""
+    if not low <= high:  # (a NaN bound too)
+      raise TgArgumentError(f"uniform_ expects to return a [from, to) range, but found from={low} > to={high} (as torch)")
     dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
     return Tensor((Tensor.rand(*shape, device=kwargs.pop("device", None)) * (high - low) + low).cast(dtype).lazydata, **kwargs)
 
@@ -711,6 +714,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   @_on_devices
   def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
+    """mean + std * randn; std 0 gives the mean (torch's normal)."""
+    if not std >= 0:  # (a NaN std too)
+      raise TgArgumentError(f"normal expects std >= 0.0, but found std {std} (as torch)")
     dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
     return Tensor((Tensor.randn(*shape, device=kwargs.pop("device", None)) * std + mean).cast(dtype).lazydata, **kwargs)
 
@@ -1334,8 +1340,13 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       return self
     big = 2.0 ** (52 if self.dtype == dtypes.float64 else 23)  # floats this large are already integers
     # below 2**23 an int32 holds every value: int64 only for float64 (some devices have no int64: missing_dtypes)
-    as_int = self.cast(dtypes.int64 if self.dtype == dtypes.float64 else dtypes.int32).cast(self.dtype)
+    as_int = self._zero_signed_as_self(self.cast(dtypes.int64 if self.dtype == dtypes.float64 else dtypes.int32).cast(self.dtype))
     return self._zero_grad((self.abs() < big).where(as_int, self))
+
+  def _zero_signed_as_self(self, r: Tensor) -> Tensor:
+    """r (a rounding of self) with self's sign where it is zero, as C's and torch's: trunc(-0.5), ceil(-0.4) and
+    round(-0.4) are -0.0 (an integer cast has no -0, and x + 0.5 rounds the sign away)."""
+    return (r == 0).where(_signbit(self).where(-0.0, 0.0), r)
 
   def floor(self) -> Tensor:
     t = self.trunc()
@@ -1354,7 +1365,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     odd = (f * 0.5).floor() * 2 != f
     big = 2.0 ** (dtypes.significand_bits(self.dtype) - 1)
     # floats this large are already integers, and x + 0.5 would round (8388609 + 0.5 is 8388610 in float32)
-    return self._zero_grad((self.abs() < big).where((tie & odd).where(f - 1, f), self))
+    return self._zero_grad((self.abs() < big).where(self._zero_signed_as_self((tie & odd).where(f - 1, f)), self))
 
   def maximum(self, x: Tensor | Scalar) -> Tensor:
     a, b = self._broadcasted(x)
@@ -1747,7 +1758,15 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     out = (inner + before.unsqueeze(-1)).reshape(*lead, nb * b).shrink(tuple([None] * len(lead) + [(nb * b - n, nb * b)]))
     return out.cast(self.dtype) if x is not self else out
 
+  @staticmethod
+  def _one_dim(name: str, axis: Any) -> None:
+    """argmax's and argmin's dim is one int or None, as torch's (a tuple was compared with ints: a bare TypeError)."""
+    if axis is not None and not isinstance(axis, int):
+      raise TypeError(f"{name}(): argument 'dim' must be int, not {type(axis).__name__} (as torch); for several axes, flatten them "
+                      "into one first")
+
   def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    Tensor._one_dim("argmin", axis)
     if dtypes.is_float(self.dtype):
       return (-self).argmax(axis, keepdim)
     # ~x (x ^ all ones) reverses the order of ints without -x's overflow at the minimum, and needs no wider dtype
@@ -1755,6 +1774,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return flipped.argmax(axis, keepdim)
 
   def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    Tensor._one_dim("argmax", axis)
     if axis is None:
       out = self.flatten().argmax(0)
       return out.reshape((1,) * self.ndim) if keepdim else out
@@ -1789,17 +1809,19 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   def einsum(formula: str, *operands: Tensor) -> Tensor:
     """Einstein summation, e.g. "ij,jk->ik": operands broadcast over all the letters, multiply, and sum
-    the letters that are not in the output (implicit output: the letters seen once, sorted)."""
+    the letters that are not in the output (implicit output: the letters seen once, sorted). '...' stands for the
+    dims no letter names, as torch's: they broadcast across the operands aligned on the right, and come first in an
+    implicit output (an explicit output without '...' sums them)."""
     ops = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)
     formula = formula.replace(" ", "")
-    if "..." in formula:
-      raise NotImplementedError("einsum with '...' is not supported yet: name every axis")
     lhs, _, out = formula.partition("->")
     inputs = lhs.split(",")
     if len(inputs) != len(ops):
       raise ShapeError(f"einsum {formula!r} names {len(inputs)} operands, got {len(ops)}")
     if "->" not in formula:
-      out = "".join(sorted(c for c in set(lhs) if c.isalpha() and lhs.count(c) == 1))
+      out = "..." * any("..." in term for term in inputs) + "".join(sorted(c for c in set(lhs) if c.isalpha() and lhs.count(c) == 1))
+    if "." in formula:
+      inputs, out = Tensor._einsum_ellipsis(formula, inputs, out, ops)
     sizes: dict[str, sint] = {}
     for letters, t in zip(inputs, ops):
       if len(letters) != t.ndim:
@@ -1808,7 +1830,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
         raise NotImplementedError(f"einsum with a repeated letter in one operand ({letters!r}, a diagonal) is not supported")
       for c, s in zip(letters, t.shape):
         if sizes.setdefault(c, s) != s and s != 1 and sizes[c] != 1:
-          raise ShapeError(f"einsum letter {c!r} has sizes {sizes[c]} and {s}")
+          raise ShapeError(f"einsum {'letter ' + repr(c) if c in formula else 'dims under ...'} has sizes {sizes[c]} and {s}, which don't broadcast")
         if sizes[c] == 1:
           sizes[c] = s
     if set(out) - set(sizes):
@@ -1828,6 +1850,28 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       return prod_
     ret = prod_.sum(tuple(range(len(out), len(order))))
     return ret if dtypes.is_float(prod_.dtype) else ret.cast(prod_.dtype)  # integers keep their dtype, as torch's einsum
+
+  @staticmethod
+  def _einsum_ellipsis(formula: str, inputs: list[str], out: str, ops: list[Tensor]) -> tuple[list[str], str]:
+    """einsum's terms with each '...' spelled out in letters the formula doesn't use: the same letters for the same
+    dims counted from the right, so the ellipsis dims of the operands broadcast as torch's do."""
+    counts = []
+    for i, (term, t) in enumerate(zip(inputs, ops)):
+      if term.count(".") != 3 * term.count("...") or term.count("...") > 1:
+        raise TgArgumentError(f"einsum {formula!r}: operand {i} ({term!r}) has a '.' that is not one ellipsis '...' (as torch)")
+      named = len(term) - 3 * term.count("...")
+      if named > t.ndim or (named < t.ndim and "..." not in term):
+        raise ShapeError(f"einsum operand {term!r} has {named} letters for a tensor of shape {t.shape}: "
+                         f"{'more subscripts than dims' if named > t.ndim else 'name every dim or add ...'}")
+      counts.append(t.ndim - named if "..." in term else 0)
+    if out.count(".") != 3 * out.count("...") or out.count("...") > 1:
+      raise TgArgumentError(f"einsum {formula!r}: the output has a '.' that is not one ellipsis '...' (as torch)")
+    free = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in formula]
+    n = max(counts, default=0)
+    if n > len(free):
+      raise TgArgumentError(f"einsum {formula!r}: too many dims for the letters left to name them")
+    dims = "".join(free[:n])
+    return [term.replace("...", dims[n - k:]) for term, k in zip(inputs, counts)], out.replace("...", dims)
 
   def matmul(self, x: Tensor, reverse: bool = False) -> Tensor:
     return x.dot(self) if reverse else self.dot(x)
