@@ -43,6 +43,20 @@ def test_conv_bias_relu_is_one_kernel() -> None:
   assert kernels(x.conv2d(w, b, padding=1).relu()) == 1
 
 
+def test_reduce_read_twice_by_its_elementwise_users_is_one_kernel() -> None:
+  # users that branch and meet again (relu is x < 0 ? 0 : x, leakyrelu and hardtanh compare and pick too) compute the
+  # reduction in their kernel, as a chain of single users does; users in two kernels need it stored
+  x, w, b = realized(2, 3, 8, 8), realized(4, 3, 3, 3), realized(4)
+  for act in (Tensor.relu, Tensor.leakyrelu, Tensor.hardtanh):
+    out = act(x.conv2d(w, b, padding=1))
+    assert kernels(out) == 1
+  a = realized(4, 8)
+  s = a.sum(1)
+  assert kernels((s > 0).where(s, s * s)) == 1
+  assert kernels(s.exp(), s.relu()) == 3
+  np.testing.assert_allclose(((s > 0).where(s, s * s)).numpy(), np.where(a.numpy().sum(1) > 0, a.numpy().sum(1), a.numpy().sum(1) ** 2), rtol=1e-5)
+
+
 def test_softmax_forward_is_two_kernels() -> None:
   x = realized(4, 10)
   assert kernels(x.softmax(1)) == 2  # max and sum of exp in one kernel (the max nested, stored too), then the divide

@@ -993,9 +993,9 @@ def test_max_pool2d_dilation(k, stride, dilation, padding):
                  lambda x: x.max_pool2d(k, stride=stride, padding=padding, dilation=dilation), vals=[_no_ties((1, 2, 7, 7))])
 
 
-@pytest.mark.xfail(strict=True, reason=_CONVENTION + "max_pool2d splits the gradient evenly among tied maxima (0.25 each in an all-equal 2x2 "
-                                                     "window), torch routes it all to the first one")
 def test_max_pool2d_gradient_with_ties():
+  # torch routes a window's gradient to its first maximum (tg split it evenly: 0.25 each in an all-equal 2x2 window);
+  # more cases in test_pad_pool_modes.py
   helper_test_op(None, lambda x: TF.max_pool2d(x.relu(), 2), lambda x: x.relu().max_pool2d(2), vals=[_small_ints((1, 1, 4, 4)) * 0.5])
 
 

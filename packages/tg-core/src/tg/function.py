@@ -129,11 +129,13 @@ class Sin(Function):
 
 class Relu(Function):
   def forward(self, x: LazyBuffer) -> LazyBuffer:
-    self.ret = x.e(BinaryOps.MAX, x.const(0))
+    # x < 0 ? 0 : x, as torch: -0.0 stays -0.0 (max(-0.0, 0) is 0.0) and NaN stays NaN
+    self.ret = x.e(BinaryOps.CMPLT, x.const(0)).e(TernaryOps.WHERE, x.const(0), x)
     return self.ret
 
   def backward(self, grad: LazyBuffer) -> LazyBuffer:
-    return self.ret.const(0).e(BinaryOps.CMPLT, self.ret).cast(grad.dtype).e(BinaryOps.MUL, grad)
+    # torch's: the gradient passes where the result isn't 0 (NaN included), picked, so an inf gradient elsewhere is no NaN
+    return self.ret.e(BinaryOps.CMPNE, self.ret.const(0)).e(TernaryOps.WHERE, grad, grad.const(0))
 
 
 class Log(Function):

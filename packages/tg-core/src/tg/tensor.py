@@ -22,7 +22,7 @@ from tg.multi import MultiLazyBuffer, parts
 from tg.ops import MetaOps
 from tg.shape.symbolic import Node, Variable, bound_value, sint
 from tg.tensor_index import IndexingMixin
-from tg.tensor_math import MathMixin, _with_grad
+from tg.tensor_math import MathMixin, _signbit, _with_grad
 from tg.tensor_nn import NNMixin
 from tg.tensor_select import SelectMixin
 
@@ -143,6 +143,16 @@ def _broadcast_shape(*shapes: tuple[sint, ...]) -> tuple[sint, ...]:
       raise ShapeError(f"shapes {' and '.join(str(s) for s in shapes)} can't be broadcast together (sizes {sorted(sizes)} in one axis)")
     out.append(sizes.pop() if sizes else 1)
   return tuple(out)
+
+
+PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def _check_pad_mode(mode: str, value: float) -> None:
+  if mode not in PAD_MODES:
+    raise TgArgumentError(f"unknown padding mode {mode!r}: one of {', '.join(PAD_MODES)} (torch's F.pad modes)")
+  if mode != "constant" and value != 0:  # (torch takes value=0 with any mode)
+    raise TgArgumentError(f'Padding mode "{mode}" doesn\'t take in value argument (as torch): the padding is copied from the input')
 
 
 def _host_array(data: Any, dtype: DType | None) -> Any:
@@ -665,6 +675,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   @_on_devices
   def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, **kwargs: Any) -> Tensor:
+    """Uniform in [low, high); low == high gives low (torch's uniform_)."""
+    if not low <= high:  # (a NaN bound too)
+      raise TgArgumentError(f"uniform_ expects to return a [from, to) range, but found from={low} > to={high} (as torch)")
     dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
     return Tensor((Tensor.rand(*shape, device=kwargs.pop("device", None)) * (high - low) + low).cast(dtype).lazydata, **kwargs)
 
@@ -701,6 +714,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   @_on_devices
   def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
+    """mean + std * randn; std 0 gives the mean (torch's normal)."""
+    if not std >= 0:  # (a NaN std too)
+      raise TgArgumentError(f"normal expects std >= 0.0, but found std {std} (as torch)")
     dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
     return Tensor((Tensor.randn(*shape, device=kwargs.pop("device", None)) * std + mean).cast(dtype).lazydata, **kwargs)
 
@@ -901,10 +917,12 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     d = self._resolve_axis(dim, self.ndim + 1)
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
 
-  def pad(self, padding: Sequence[tuple[sint, sint] | None], value: float = 0.0) -> Tensor:
-    """Pad each axis by (before, after) with `value`; None leaves an axis alone."""
+  def pad(self, padding: Sequence[tuple[sint, sint] | None], value: float = 0.0, mode: str = "constant") -> Tensor:
+    """Pad each axis by (before, after); None leaves an axis alone. `mode` is torch's F.pad's: 'constant' fills with
+    `value`; 'reflect' mirrors the axis about its end elements, 'replicate' repeats them, 'circular' wraps around."""
     if len(padding) != self.ndim:
       raise ShapeError(f"pad needs one (before, after) per axis: got {len(padding)} for {self.ndim} axes")
+    _check_pad_mode(mode, value)
     # symbolic amounts stay symbolic (a cat along a symbolic axis pads by it); ints are checked here
     arg = tuple((0, 0) if p is None else (p[0] if isinstance(p[0], Node) else int(p[0]), p[1] if isinstance(p[1], Node) else int(p[1]))
                 for p in padding)
@@ -912,11 +930,53 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       raise TgArgumentError(f"negative padding {arg}: use shrink or slicing to cut")
     if all(p == (0, 0) for p in arg):
       return self
+    if mode != "constant":
+      x = self
+      for axis, (b, a) in enumerate(arg):
+        x = x._pad_edges(axis, _concrete(b), _concrete(a), mode) if (b, a) != (0, 0) else x
+      return x
     ret = F.Pad.apply(self, arg=arg)
     if value == 0:
       return ret  # type: ignore[no-any-return]
     valid = F.Pad.apply(Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device), arg=arg)
     return valid.where(ret, value)  # type: ignore[no-any-return]
+
+  def _pad_edges(self, axis: int, before: int, after: int, mode: str) -> Tensor:
+    """Pad one axis by copies of its own elements (pad's modes other than 'constant'), with torch's limits: a reflection
+    shorter than the axis, a wrap no longer than it, something to replicate."""
+    n = _concrete(self.shape[axis])
+    if mode == "reflect" and max(before, after) >= n:
+      raise TgArgumentError(f"Padding size should be less than the corresponding input dimension, but got: padding ({before}, {after}) "
+                            f"at dimension {axis} of input {list(self.shape)} (reflect, as torch)")
+    if mode == "circular" and max(before, after) > n:
+      raise TgArgumentError(f"Padding value causes wrapping around more than once: padding ({before}, {after}) at dimension {axis} "
+                            f"of input {list(self.shape)} (circular, as torch)")
+    if n == 0:
+      raise TgArgumentError(f"{mode} padding needs non-zero dimensions: dimension {axis} of input {list(self.shape)} is empty (as torch)")
+    def part(start: int, stop: int) -> Tensor:
+      return self.shrink(tuple((start, stop) if i == axis else None for i in range(self.ndim)))
+    if mode == "reflect":  # the elements next to each end, mirrored (the end itself isn't repeated)
+      left, right = part(1, before + 1).flip(axis), part(n - 1 - after, n - 1).flip(axis)
+    elif mode == "replicate":
+      left, right = part(0, 1)._repeat_axis(axis, before), part(n - 1, n)._repeat_axis(axis, after)
+    else:  # circular: the other end's elements
+      left, right = part(n - before, n), part(0, after)
+    return self._stitch(axis, left, right)
+
+  def _repeat_axis(self, axis: int, times: int) -> Tensor:
+    return self.expand(tuple(times if i == axis else s for i, s in enumerate(self.shape)))
+
+  def _stitch(self, axis: int, left: Tensor, right: Tensor) -> Tensor:
+    """left, self and right joined along `axis`, each element taken from one of them by a where: exact, -0.0 included
+    (cat adds zero-padded pieces, and -0.0 + 0.0 is 0.0)."""
+    b, n, a = (_concrete(t.shape[axis]) for t in (left, self, right))
+    def placed(t: Tensor, start: int) -> Tensor:
+      return t.pad(tuple((start, b + n + a - start - _concrete(t.shape[axis])) if i == axis else None for i in range(self.ndim)))
+    def region(start: int, size: int) -> Tensor:  # True on [start, start + size) along the axis: a mask the kernel computes
+      return placed(Tensor.ones(tuple(size if i == axis else 1 for i in range(self.ndim)), dtype=dtypes.bool, device=self.device), start)
+    out = placed(self, b)
+    out = region(0, b).where(placed(left, 0), out) if b else out
+    return region(b + n, a).where(placed(right, b + n), out) if a else out
 
   def shrink(self, arg: Sequence[tuple[sint, sint] | None]) -> Tensor:
     if len(arg) != self.ndim:
@@ -953,16 +1013,28 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       return self.shrink(tuple((0, n) if i == axis else None for i in range(self.ndim)))
     return self.pad(tuple((0, n - s) if i == axis else None for i in range(self.ndim)))
 
-  def pad2d(self, padding: Sequence[int], value: float = 0.0) -> Tensor:
-    """Pad the last len(padding)//2 axes; padding is (left, right, top, bottom, ...) from the last axis back."""
+  def pad2d(self, padding: Sequence[int], value: float = 0.0, mode: str = "constant") -> Tensor:
+    """Pad the last len(padding)//2 axes; padding is (left, right, top, bottom, ...) from the last axis back, as torch's
+    F.pad, and so are `mode` and a negative amount, which crops."""
     if len(padding) % 2 or len(padding) // 2 > self.ndim:
       raise ShapeError(f"pad2d needs (before, after) pairs for at most {self.ndim} axes, got {padding}")
+    _check_pad_mode(mode, value)
     pairs = [(padding[2 * i], padding[2 * i + 1]) for i in range(len(padding) // 2)][::-1]
     keep: list[tuple[sint, sint] | None] = [None] * (self.ndim - len(pairs))
-    if any(b < 0 or a < 0 for b, a in pairs):  # negative padding crops, as in torch
-      x = self.shrink(keep + [(-min(b, 0), s - (-min(a, 0))) for (b, a), s in zip(pairs, self.shape[-len(pairs):])])
-      return x.pad2d([max(p, 0) for p in padding], value)
-    return self.pad([None] * (self.ndim - len(pairs)) + list(pairs), value)
+    grow = keep + [(max(b, 0), max(a, 0)) for b, a in pairs]
+    if not any(b < 0 or a < 0 for b, a in pairs):
+      return self.pad(grow, value, mode)
+    # a negative amount crops. reflect and replicate read the uncropped axis, as torch's (crop after padding); circular
+    # wraps the cropped one (torch's too)
+    spatial = self.shape[-len(pairs):]
+    if mode in ("reflect", "replicate") and any(_concrete(s) + b + a <= 0 for (b, a), s in zip(pairs, spatial)):
+      raise TgArgumentError(f"input {list(self.shape)} is too small for the padding {list(padding)}: an output axis would have no element "
+                            f"({mode}, as torch)")
+    if mode in ("reflect", "replicate"):
+      x = self.pad(grow, value, mode)
+      return x.shrink(keep + [(-min(b, 0), s - (-min(a, 0))) for (b, a), s in zip(pairs, x.shape[-len(pairs):])])
+    x = self.shrink(keep + [(-min(b, 0), s - (-min(a, 0))) for (b, a), s in zip(pairs, spatial)])
+    return x.pad(grow, value, mode)
 
   def tril(self, diagonal: int = 0) -> Tensor:
     """Keep the elements on and below the `diagonal`-th diagonal of the last two axes; zero the rest."""
@@ -1268,8 +1340,13 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       return self
     big = 2.0 ** (52 if self.dtype == dtypes.float64 else 23)  # floats this large are already integers
     # below 2**23 an int32 holds every value: int64 only for float64 (some devices have no int64: missing_dtypes)
-    as_int = self.cast(dtypes.int64 if self.dtype == dtypes.float64 else dtypes.int32).cast(self.dtype)
+    as_int = self._zero_signed_as_self(self.cast(dtypes.int64 if self.dtype == dtypes.float64 else dtypes.int32).cast(self.dtype))
     return self._zero_grad((self.abs() < big).where(as_int, self))
+
+  def _zero_signed_as_self(self, r: Tensor) -> Tensor:
+    """r (a rounding of self) with self's sign where it is zero, as C's and torch's: trunc(-0.5), ceil(-0.4) and
+    round(-0.4) are -0.0 (an integer cast has no -0, and x + 0.5 rounds the sign away)."""
+    return (r == 0).where(_signbit(self).where(-0.0, 0.0), r)
 
   def floor(self) -> Tensor:
     t = self.trunc()
@@ -1288,7 +1365,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     odd = (f * 0.5).floor() * 2 != f
     big = 2.0 ** (dtypes.significand_bits(self.dtype) - 1)
     # floats this large are already integers, and x + 0.5 would round (8388609 + 0.5 is 8388610 in float32)
-    return self._zero_grad((self.abs() < big).where((tie & odd).where(f - 1, f), self))
+    return self._zero_grad((self.abs() < big).where(self._zero_signed_as_self((tie & odd).where(f - 1, f)), self))
 
   def maximum(self, x: Tensor | Scalar) -> Tensor:
     a, b = self._broadcasted(x)
@@ -1583,6 +1660,9 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return ret.cast(self.dtype) if acc_dtype is None and dtypes.is_float(self.dtype) else ret
 
   def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """The max over `axis` (all axes by default), values only: tinygrad's max, torch's amax. The gradient is split evenly
+    between tied maxima, as torch's amax and max() over all axes (torch's max(dim), which also returns indices, gives it
+    all to one; so does max_pool2d, as torch's)."""
     if self.numel() == 0 and any(self.shape[a] == 0 for a in self._reduce_axes(axis)):
       raise RuntimeError(f"max of an empty axis of shape {self.shape} has no identity")
     return self._reduce(F.Max, axis, keepdim)
@@ -1678,7 +1758,15 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     out = (inner + before.unsqueeze(-1)).reshape(*lead, nb * b).shrink(tuple([None] * len(lead) + [(nb * b - n, nb * b)]))
     return out.cast(self.dtype) if x is not self else out
 
+  @staticmethod
+  def _one_dim(name: str, axis: Any) -> None:
+    """argmax's and argmin's dim is one int or None, as torch's (a tuple was compared with ints: a bare TypeError)."""
+    if axis is not None and not isinstance(axis, int):
+      raise TypeError(f"{name}(): argument 'dim' must be int, not {type(axis).__name__} (as torch); for several axes, flatten them "
+                      "into one first")
+
   def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    Tensor._one_dim("argmin", axis)
     if dtypes.is_float(self.dtype):
       return (-self).argmax(axis, keepdim)
     # ~x (x ^ all ones) reverses the order of ints without -x's overflow at the minimum, and needs no wider dtype
@@ -1686,6 +1774,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
     return flipped.argmax(axis, keepdim)
 
   def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    Tensor._one_dim("argmax", axis)
     if axis is None:
       out = self.flatten().argmax(0)
       return out.reshape((1,) * self.ndim) if keepdim else out
@@ -1720,17 +1809,19 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
   @staticmethod
   def einsum(formula: str, *operands: Tensor) -> Tensor:
     """Einstein summation, e.g. "ij,jk->ik": operands broadcast over all the letters, multiply, and sum
-    the letters that are not in the output (implicit output: the letters seen once, sorted)."""
+    the letters that are not in the output (implicit output: the letters seen once, sorted). '...' stands for the
+    dims no letter names, as torch's: they broadcast across the operands aligned on the right, and come first in an
+    implicit output (an explicit output without '...' sums them)."""
     ops = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)
     formula = formula.replace(" ", "")
-    if "..." in formula:
-      raise NotImplementedError("einsum with '...' is not supported yet: name every axis")
     lhs, _, out = formula.partition("->")
     inputs = lhs.split(",")
     if len(inputs) != len(ops):
       raise ShapeError(f"einsum {formula!r} names {len(inputs)} operands, got {len(ops)}")
     if "->" not in formula:
-      out = "".join(sorted(c for c in set(lhs) if c.isalpha() and lhs.count(c) == 1))
+      out = "..." * any("..." in term for term in inputs) + "".join(sorted(c for c in set(lhs) if c.isalpha() and lhs.count(c) == 1))
+    if "." in formula:
+      inputs, out = Tensor._einsum_ellipsis(formula, inputs, out, ops)
     sizes: dict[str, sint] = {}
     for letters, t in zip(inputs, ops):
       if len(letters) != t.ndim:
@@ -1739,7 +1830,7 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
         raise NotImplementedError(f"einsum with a repeated letter in one operand ({letters!r}, a diagonal) is not supported")
       for c, s in zip(letters, t.shape):
         if sizes.setdefault(c, s) != s and s != 1 and sizes[c] != 1:
-          raise ShapeError(f"einsum letter {c!r} has sizes {sizes[c]} and {s}")
+          raise ShapeError(f"einsum {'letter ' + repr(c) if c in formula else 'dims under ...'} has sizes {sizes[c]} and {s}, which don't broadcast")
         if sizes[c] == 1:
           sizes[c] = s
     if set(out) - set(sizes):
@@ -1759,6 +1850,28 @@ class Tensor(IndexingMixin, NNMixin, MathMixin, SelectMixin, metaclass=_TensorMe
       return prod_
     ret = prod_.sum(tuple(range(len(out), len(order))))
     return ret if dtypes.is_float(prod_.dtype) else ret.cast(prod_.dtype)  # integers keep their dtype, as torch's einsum
+
+  @staticmethod
+  def _einsum_ellipsis(formula: str, inputs: list[str], out: str, ops: list[Tensor]) -> tuple[list[str], str]:
+    """einsum's terms with each '...' spelled out in letters the formula doesn't use: the same letters for the same
+    dims counted from the right, so the ellipsis dims of the operands broadcast as torch's do."""
+    counts = []
+    for i, (term, t) in enumerate(zip(inputs, ops)):
+      if term.count(".") != 3 * term.count("...") or term.count("...") > 1:
+        raise TgArgumentError(f"einsum {formula!r}: operand {i} ({term!r}) has a '.' that is not one ellipsis '...' (as torch)")
+      named = len(term) - 3 * term.count("...")
+      if named > t.ndim or (named < t.ndim and "..." not in term):
+        raise ShapeError(f"einsum operand {term!r} has {named} letters for a tensor of shape {t.shape}: "
+                         f"{'more subscripts than dims' if named > t.ndim else 'name every dim or add ...'}")
+      counts.append(t.ndim - named if "..." in term else 0)
+    if out.count(".") != 3 * out.count("...") or out.count("...") > 1:
+      raise TgArgumentError(f"einsum {formula!r}: the output has a '.' that is not one ellipsis '...' (as torch)")
+    free = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in formula]
+    n = max(counts, default=0)
+    if n > len(free):
+      raise TgArgumentError(f"einsum {formula!r}: too many dims for the letters left to name them")
+    dims = "".join(free[:n])
+    return [term.replace("...", dims[n - k:]) for term, k in zip(inputs, counts)], out.replace("...", dims)
 
   def matmul(self, x: Tensor, reverse: bool = False) -> Tensor:
     return x.dot(self) if reverse else self.dot(x)

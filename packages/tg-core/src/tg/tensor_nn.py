@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from tg.dtype import dtypes
 from tg.errors import DTypeError, ShapeError, TgArgumentError
-from tg.helpers import make_pair
+from tg.helpers import make_pair, prod
 from tg.tensor_index import _check_targets, _one_hot_error, _range_guard
 
 if TYPE_CHECKING:
@@ -183,19 +183,178 @@ class NNMixin:
                               "('pad should be at most half of effective kernel size')")
     return pads
 
-  def avg_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,  # type: ignore[misc]
-                 dilation: int = 1, padding: int | Sequence[int] = 0) -> Tensor:
+  @staticmethod
+  def _ceil_extra(sizes: Sequence[int], k: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
+                  pads: list[int]) -> list[int]:
+    """ceil_mode's padding past the right (bottom) padding, pad2d-ordered: enough for one more window where the input
+    (with its padding) leaves a part of one, as torch, whose last window must start inside the input or its left padding."""
+    extra = []
+    for j, (n, kk, s, d) in enumerate(zip(sizes, k, stride, dilation)):
+      before, after = pads[2 * (len(k) - 1 - j)], pads[2 * (len(k) - 1 - j) + 1]
+      span = before + n + after - d * (kk - 1) - 1
+      if span < 0:  # the kernel is larger than the input: _pool says so
+        extra.append(0)
+        continue
+      out = -(-span // s) + 1
+      if (out - 1) * s >= n + before:
+        out -= 1
+      extra.append(max(0, (out - 1) * s + d * (kk - 1) + 1 - (before + n + after)))
+    return [v for e in reversed(extra) for v in (0, e)]
+
+  def _pool_windows(self: Tensor, name: str, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] | None,  # type: ignore[misc]
+                    dilation: int | tuple[int, ...], padding: int | Sequence[int], ceil_mode: bool,
+                    fill: float) -> tuple[Tensor, tuple[int, ...], list[int], list[int]]:
+    """The pooling windows (*rest, *out, *k) of self padded by `fill`, with the kernel, the padding (pad2d's order)
+    and ceil_mode's extra padding past it."""
+    from tg.tensor import _concrete
     k = make_pair(kernel_size)
-    x = self.pad2d(NNMixin._pool_padding("avg_pool2d", padding, k))
-    return x._pool(k, stride if stride is not None else k, dilation).mean(tuple(range(-len(k), 0)))
+    s_, d_ = make_pair(stride if stride is not None else k, len(k)), make_pair(dilation, len(k))
+    pads = NNMixin._pool_padding(name, padding, k)
+    extra = NNMixin._ceil_extra([_concrete(n) for n in self.shape[-len(k):]], k, s_, d_, pads) if ceil_mode else [0] * len(pads)
+    x = self.pad2d([p + e for p, e in zip(pads, extra)], value=fill)
+    return x._pool(k, s_, d_), k, pads, extra
+
+  def avg_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,  # type: ignore[misc]
+                 dilation: int = 1, padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+                 divisor_override: int | None = None) -> Tensor:
+    """The mean of each window, as torch's avg_pool2d: ceil_mode adds a last window where the input leaves a part of one;
+    a window's divisor counts what it covers of the input and padding (count_include_pad, the default) or of the input
+    alone, and never ceil_mode's part past the padding. divisor_override divides every window's sum by it instead."""
+    if divisor_override is not None and divisor_override == 0:
+      raise TgArgumentError("avg_pool2d: divisor must be not zero (divisor_override, as torch)")
+    windows, k, pads, extra = self._upcast_half()._pool_windows("avg_pool2d", kernel_size, stride, dilation, padding, ceil_mode, 0.0)
+    axes = tuple(range(-len(k), 0))
+    if divisor_override is not None:
+      return (windows.sum(axes) / divisor_override).cast(self._out_float())
+    if count_include_pad and not any(extra):
+      return windows.mean(axes).cast(self._out_float())  # every window covers the kernel's size of input and padding
+    # what each window covers, counted by pooling a mask of ones the same way: the input's (and its padding's)
+    from tg.tensor import Tensor
+    ones = Tensor.ones(*self.shape[-len(k):], device=self.device)
+    covered = ones.pad2d(pads, value=1.0).pad2d(extra) if count_include_pad else ones.pad2d([p + e for p, e in zip(pads, extra)])
+    count = covered._pool(k, stride if stride is not None else k, dilation).sum(axes)
+    return (windows.sum(axes) / count).cast(self._out_float())
 
   def max_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,  # type: ignore[misc]
-                 dilation: int = 1, padding: int | Sequence[int] = 0) -> Tensor:
-    k = make_pair(kernel_size)
+                 dilation: int = 1, padding: int | Sequence[int] = 0, ceil_mode: bool = False) -> Tensor:
+    """The max of each window, as torch's max_pool2d (ceil_mode as avg_pool2d's). The gradient of a window goes to one
+    element, as torch's: its first maximum in row-major order (its last NaN, where it has NaNs)."""
     # padded with the dtype's least value, which no window picks over its own: -inf for floats, and an integer tensor
     # stays integer, as torch's (a -inf padding promoted it to float)
-    x = self.pad2d(NNMixin._pool_padding("max_pool2d", padding, k), value=dtypes.min(self.dtype))
-    return x._pool(k, stride if stride is not None else k, dilation).max(tuple(range(-len(k), 0)))
+    windows, k, pads, extra = self._pool_windows("max_pool2d", kernel_size, stride, dilation, padding, ceil_mode, dtypes.min(self.dtype))
+    valid = None
+    if any(pads) or any(extra):  # the padding is never a window's maximum, even where the input equals it
+      from tg.tensor import Tensor
+      inside = Tensor.ones(*self.shape[-len(k):], dtype=dtypes.bool, device=self.device)
+      valid = inside.pad2d([p + e for p, e in zip(pads, extra)])._pool(k, stride if stride is not None else k, dilation)
+    return windows._window_max(len(k), valid)
+
+  def _window_max(self: Tensor, n: int, valid: Tensor | None = None) -> Tensor:  # type: ignore[misc]
+    """The max over the last n axes (a pooling's windows), its gradient sent to one element of each window: the first
+    maximum in row-major order, or the last NaN where there are NaNs (torch's max_pool2d takes each NaN it meets).
+    `valid` (broadcast to self) marks the elements that may take it: not the padding."""
+    from tg.tensor_math import _with_vjp
+    value = self.detach().max(tuple(range(-n, 0)))
+    return _with_vjp(value, [self], lambda grad: [self._first_max(value, valid).where(grad.reshape(grad.shape + (1,) * n), 0.0)])
+
+  def _first_max(self: Tensor, value: Tensor, valid: Tensor | None) -> Tensor:  # type: ignore[misc]
+    """A bool mask of self's shape: the one element of each window (the axes after value's) that takes the gradient of
+    its max, `value`."""
+    from tg.tensor import Tensor, _concrete
+    lead, n = value.shape, self.ndim - value.ndim
+    size = prod(_concrete(s) for s in self.shape[-n:])
+    flat, top = self.detach().reshape(*lead, size), value.reshape(*lead, 1)
+    pos = Tensor.arange(size, device=self.device, dtype=dtypes.int32)
+    pick, rank = flat == top, size - pos  # the first maximum ranks highest
+    if dtypes.is_float(self.dtype):
+      has_nan = top != top  # (a NaN is the max)
+      pick, rank = has_nan.where(flat.isnan(), pick), has_nan.where(pos + 1, rank)  # the last NaN ranks highest
+    if valid is not None:
+      pick = pick & valid.reshape(*valid.shape[:-n], size)
+    score = pick.where(rank, 0)  # each window has a candidate with a rank of at least 1, and no two ranks are equal
+    return (score == score.max(-1, keepdim=True)).reshape(self.shape)
+
+  # ---------- adaptive pooling ----------
+  def _adaptive_size(self: Tensor, name: str, output_size: int | Sequence[int | None] | None) -> tuple[int, int]:  # type: ignore[misc]
+    """torch's checks of an adaptive pool's arguments, and its output size: an int, or two of which None keeps an axis."""
+    from tg.tensor import _concrete
+    if self.ndim not in (3, 4):
+      raise TgArgumentError(f"{name}(): Expected 3D or 4D tensor, but got {list(self.shape)} (as torch)")
+    for a in range(self.ndim - 3, self.ndim):
+      if _concrete(self.shape[a]) == 0:
+        raise TgArgumentError(f"{name}(): Expected input to have non-zero size for non-batch dimensions, but input has sizes "
+                              f"{list(self.shape)} with dimension {a} being empty (as torch)")
+    sizes = [output_size] * 2 if output_size is None or isinstance(output_size, int) else list(output_size)
+    if len(sizes) != 2:
+      raise TgArgumentError(f"{name}: output_size must be 2 (an int or a pair), got {output_size!r} (as torch)")
+    out = tuple(_concrete(self.shape[-2 + i]) if o is None else o for i, o in enumerate(sizes))
+    if any(not isinstance(o, int) or o < 0 for o in out):
+      raise TgArgumentError(f"{name}: elements of output_size must be greater than or equal to 0 but received {output_size!r} (as torch)")
+    return out[0], out[1]
+
+  def _adaptive_empty(self: Tensor, out: tuple[int, int]) -> Tensor:  # type: ignore[misc]
+    """The (empty) result of an adaptive pool to a size with a 0: no element of self, still on its graph."""
+    nothing = self.shrink(tuple([None] * (self.ndim - 2) + [(0, 0), (0, 0)]))
+    return nothing.pad(tuple([None] * (self.ndim - 2) + [(0, out[0]), (0, out[1])]))
+
+  def adaptive_avg_pool2d(self: Tensor, output_size: int | Sequence[int | None] | None) -> Tensor:  # type: ignore[misc]
+    """torch's adaptive_avg_pool2d: output element i of an axis of n averages the inputs [floor(i*n/o), ceil((i+1)*n/o))
+    (bins of uneven size where o doesn't divide n, overlapping where it's larger)."""
+    out = self._adaptive_size("adaptive_avg_pool2d", output_size)
+    x = self._upcast_half()
+    if 0 in out:
+      return x._adaptive_empty(out).cast(self._out_float())
+    for axis, o in zip((-2, -1), out):  # a bin's mean is separable: the mean over one axis of the means over the other
+      x = x.transpose(axis, -1)._adaptive_mean_last(o).transpose(axis, -1)
+    return x.cast(self._out_float())
+
+  def _adaptive_mean_last(self: Tensor, o: int) -> Tensor:  # type: ignore[misc]
+    from tg.tensor import _concrete
+    n = _concrete(self.shape[-1])
+    if n % o == 0:  # equal bins side by side
+      return self.reshape(*self.shape[:-1], o, n // o).mean(-1)
+    start, stop = _bins(n, o, self.device)
+    pos = _positions(n, self.device)
+    inside = (pos >= start) & (pos < stop)  # (o, n)
+    # picked with where, not multiplied by a 0/1 mask: an inf in another bin times 0 would be NaN
+    return inside.where(self.unsqueeze(-2), 0.0).sum(-1) / (stop - start).reshape(o).cast(self.dtype)
+
+  def adaptive_max_pool2d(self: Tensor, output_size: int | Sequence[int | None] | None) -> Tensor:  # type: ignore[misc]
+    """torch's adaptive_max_pool2d, with its bins (adaptive_avg_pool2d's) and its gradient (max_pool2d's: one element of
+    each bin, the first maximum in row-major order)."""
+    out = self._adaptive_size("adaptive_max_pool2d", output_size)
+    if 0 in out:
+      return self._adaptive_empty(out)
+    from tg.tensor import _concrete
+    (h, w), fill = (_concrete(s) for s in self.shape[-2:]), dtypes.min(self.dtype)
+    if h % out[0] == 0 and w % out[1] == 0:  # equal bins side by side: a pool
+      return self.max_pool2d((h // out[0], w // out[1]))
+    lead = tuple(range(self.ndim - 2))
+    rows, row_ok = self.transpose(-2, -1)._bin_windows(out[0], fill)  # (..., w, oh, kh)
+    windows, col_ok = rows.permute(*lead, len(lead) + 1, len(lead) + 2, len(lead))._bin_windows(out[1], fill)  # (..., oh, kh, ow, kw)
+    windows = windows.permute(*lead, len(lead), len(lead) + 2, len(lead) + 1, len(lead) + 3)  # (..., oh, ow, kh, kw)
+    valid = row_ok.reshape(out[0], 1, row_ok.shape[1], 1) & col_ok.reshape(1, out[1], 1, col_ok.shape[1])
+    return windows._window_max(2, valid)
+
+  def _bin_windows(self: Tensor, o: int, fill: float) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
+    """The o adaptive bins of the last axis as windows (..., o, k), k the longest bin's length, each bin's elements
+    first and `fill` after them; and a mask (o, k) of the bins' own elements."""
+    from tg.tensor import Tensor, _concrete
+    n = _concrete(self.shape[-1])
+    if n % o == 0:  # equal bins side by side
+      return self.reshape(*self.shape[:-1], o, n // o), Tensor.ones(o, n // o, dtype=dtypes.bool, device=self.device)
+    k = max(-(-(i + 1) * n // o) - i * n // o for i in range(o))
+    start, stop = _bins(n, o, self.device)
+    at = start + Tensor.arange(k, device=self.device, dtype=dtypes.int32).reshape(1, k)  # (o, k): the element at window place t
+    own = at < stop
+    picks = own.unsqueeze(-1) & (at.unsqueeze(-1) == _positions(n, self.device).reshape(1, 1, n))  # (o, k, n)
+    # the windows by a max over a one-hot row (exact, -0.0 included); their gradient by hand: each window place's
+    # gradient back to the element it holds, summed over the places that hold it
+    value = picks.where(self.detach().reshape(*self.shape[:-1], 1, 1, n), fill).max(-1)
+    def scatter(grad: Tensor) -> list[Tensor | None]:
+      return [picks.where(grad.unsqueeze(-1), 0.0).sum((-3, -2))]
+    from tg.tensor_math import _with_vjp
+    return _with_vjp(value, [self], scatter), own
 
   def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, ...] = 1,  # type: ignore[misc]
              dilation: int | tuple[int, ...] = 1, padding: int | Sequence[int] | str = 0) -> Tensor:
@@ -334,6 +493,18 @@ class NNMixin:
   def binary_crossentropy_logits(self: Tensor, y: Tensor) -> Tensor:  # type: ignore[misc]
     """binary_crossentropy of sigmoid(self), computed without overflow."""
     return (self * (1 - y) + (-self).softplus()).mean()
+
+
+def _bins(n: int, o: int, device: str) -> tuple[Tensor, Tensor]:
+  """The adaptive pools' bins of an axis of n into o, as int32 columns (o, 1): [floor(i*n/o), ceil((i+1)*n/o)), torch's."""
+  from tg.tensor import Tensor
+  i = Tensor.arange(o, device=device, dtype=dtypes.int32).reshape(o, 1)
+  return (i * n) // o, ((i + 1) * n + o - 1) // o
+
+
+def _positions(n: int, device: str) -> Tensor:
+  from tg.tensor import Tensor
+  return Tensor.arange(n, device=device, dtype=dtypes.int32).reshape(1, n)
 
 
 def _nll(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int, reduction: str, smoothing: float) -> Tensor:

@@ -56,23 +56,36 @@ def _expands(st: ShapeTracker) -> bool:
 
 def _fusion_target(r: LazyBuffer, children: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]],
                    realize: dict[LazyBuffer, None]) -> LazyBuffer | None:
-  """The kernel that can compute reduction `r` along with its elementwise users: follow single users, read
-  element for element (same size, in order), up to one that gets a buffer. None when there is none."""
-  x = r
-  while True:
-    users = children.get(x, [])
-    if len(users) != 1:
+  """The kernel that can compute reduction `r` along with its elementwise users: follow the users, read element for
+  element (same size, in order), up to the one that gets a buffer. The users may branch and meet again (relu's
+  x < 0 ? 0 : x reads x twice) where every path ends in that one kernel. None when there is none."""
+  target: LazyBuffer | None = None
+  inlined, stack = {r}, [r]
+  while stack:
+    if not (users := children.get(stack.pop(), [])):
       return None
-    consumer, view = users[0]
-    if consumer.op is MetaOps.ASSIGN and consumer.arg is None and view is consumer.srcs[0] and view.st.contiguous and view.size == r.size:
-      # a whole assign of the reduction's value (b.assign(r + b)): one kernel, as in tinygrad, unless the reduction reads
-      # the buffer the assign overwrites (every output would read elements others already wrote)
-      return None if _reads_buffer(r, consumer.buffer) else consumer
-    if not isinstance(consumer.op, (UnaryOps, BinaryOps, TernaryOps)) or not view.st.contiguous or view.size != r.size:
-      return None
-    if consumer in realize:
-      return consumer
-    x = consumer
+    for consumer, view in users:
+      if not _fuses(r, consumer, view):
+        return None
+      if consumer.op is MetaOps.ASSIGN or consumer in realize:
+        if target not in (None, consumer):
+          return None  # two kernels would need the reduction
+        target = consumer
+      elif consumer not in inlined:  # an elementwise op computed in the target's kernel
+        inlined.add(consumer)
+        stack.append(consumer)
+  return target
+
+
+def _fuses(r: LazyBuffer, consumer: LazyBuffer, view: LazyBuffer) -> bool:
+  """Whether `consumer`, reading `view` of reduction r's value, can be in r's kernel: an elementwise op of r's size
+  reading it in order, or a whole assign of it (b.assign(r + b), one kernel as in tinygrad) unless r reads the buffer
+  the assign overwrites (every output would read elements others already wrote)."""
+  if not view.st.contiguous or view.size != r.size:
+    return False
+  if consumer.op is MetaOps.ASSIGN:
+    return consumer.arg is None and view is consumer.srcs[0] and not _reads_buffer(r, consumer.buffer)
+  return isinstance(consumer.op, (UnaryOps, BinaryOps, TernaryOps))
 
 
 def _reads_buffer(r: LazyBuffer, buf: Buffer) -> bool:

@@ -24,36 +24,50 @@ class Linear:
     return x.linear(self.weight.transpose(), self.bias)
 
 
+CONV_PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
 class Conv2d:
-  """N-d convolution (the kernel size's length says how many spatial axes)."""
+  """N-d convolution (the kernel size's length says how many spatial axes). padding_mode (torch's) fills the padding
+  with zeros, or pads the input first by F.pad's 'reflect', 'replicate' or 'circular'."""
 
   def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] = 1,
-               padding: int | Sequence[int] | str = 0, dilation: int | tuple[int, ...] = 1, groups: int = 1, bias: bool = True) -> None:
+               padding: int | Sequence[int] | str = 0, dilation: int | tuple[int, ...] = 1, groups: int = 1, bias: bool = True,
+               padding_mode: str = "zeros") -> None:
     if in_channels % groups or out_channels % groups:
       raise ValueError(f"in_channels {in_channels} and out_channels {out_channels} must both be divisible by groups {groups}")
+    if padding_mode not in CONV_PADDING_MODES:  # (torch's words)
+      raise ValueError(f"padding_mode must be one of {list(CONV_PADDING_MODES)}, but got padding_mode='{padding_mode}'")
     self.kernel_size = make_pair(kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
     if isinstance(padding, str):  # 'valid' or 'same' (stride 1): refused here, as torch.nn.Conv2d, not at the first call
       Tensor._padding_string(padding, self.kernel_size, stride, dilation)
-    self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+    self.stride, self.padding, self.dilation, self.groups, self.padding_mode = stride, padding, dilation, groups, padding_mode
     self.weight = Tensor.kaiming_uniform(out_channels, in_channels // groups, *self.kernel_size, a=math.sqrt(5))
     bound = 1 / math.sqrt(fan_in) if (fan_in := prod(self.weight.shape[1:])) else 0  # as torch: no fan_in, a zero bias
     self.bias = Tensor.uniform(out_channels, low=-bound, high=bound) if bias else None
 
   def __call__(self, x: Tensor) -> Tensor:
-    return x.conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation, padding=self.padding)
+    if self.padding_mode == "zeros":
+      return x.conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation, padding=self.padding)
+    # as torch: the input padded by the mode, then convolved without padding
+    pads = (Tensor._padding_string(self.padding, self.kernel_size, self.stride, self.dilation) if isinstance(self.padding, str)
+            else Tensor._conv_padding(self.padding, len(self.kernel_size)))
+    return x.pad2d(pads, mode=self.padding_mode).conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation)
 
 
 def Conv1d(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, padding: int | str = 0, dilation: int = 1,
-           groups: int = 1, bias: bool = True) -> Conv2d:
-  return Conv2d(in_channels, out_channels, (kernel_size,), stride, padding, dilation, groups, bias)
+           groups: int = 1, bias: bool = True, padding_mode: str = "zeros") -> Conv2d:
+  return Conv2d(in_channels, out_channels, (kernel_size,), stride, padding, dilation, groups, bias, padding_mode)
 
 
 class ConvTranspose2d:
   def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] = 1,
                padding: int | tuple[int, ...] = 0, output_padding: int | tuple[int, ...] = 0, dilation: int | tuple[int, ...] = 1,
-               groups: int = 1, bias: bool = True) -> None:
+               groups: int = 1, bias: bool = True, padding_mode: str = "zeros") -> None:
     if in_channels % groups or out_channels % groups:
       raise ValueError(f"in_channels {in_channels} and out_channels {out_channels} must both be divisible by groups {groups}")
+    if padding_mode != "zeros":  # (torch's words)
+      raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}, not {padding_mode!r}')
     self.kernel_size = make_pair(kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
     self.stride, self.padding, self.output_padding, self.dilation, self.groups = stride, padding, output_padding, dilation, groups
     self.weight = Tensor.kaiming_uniform(in_channels, out_channels // groups, *self.kernel_size, a=math.sqrt(5))
@@ -66,8 +80,137 @@ class ConvTranspose2d:
 
 
 def ConvTranspose1d(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, padding: int = 0, output_padding: int = 0,
-                    dilation: int = 1, groups: int = 1, bias: bool = True) -> ConvTranspose2d:
-  return ConvTranspose2d(in_channels, out_channels, (kernel_size,), stride, padding, output_padding, dilation, groups, bias)
+                    dilation: int = 1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros") -> ConvTranspose2d:
+  return ConvTranspose2d(in_channels, out_channels, (kernel_size,), stride, padding, output_padding, dilation, groups, bias, padding_mode)
+
+
+class _Pad:
+  """A padding layer, as torch's ReflectionPad2d and kin: `padding` one int for every side, or two per padded axis
+  from the last axis back ((left, right, top, bottom) for 2-d); `dims` axes are padded, by F.pad's `mode`."""
+  dims, mode = 2, "constant"
+
+  def __init__(self, padding: int | Sequence[int]) -> None:
+    n = 2 * self.dims
+    self.padding = (padding,) * n if isinstance(padding, int) else tuple(padding)
+    if len(self.padding) != n:
+      raise ValueError(f"{type(self).__name__} takes one int or {n} ints as padding, got {padding}")
+    self.value = 0.0
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.pad2d(self.padding, value=self.value, mode=self.mode)
+
+
+class ReflectionPad1d(_Pad):
+  dims, mode = 1, "reflect"
+
+
+class ReflectionPad2d(_Pad):
+  dims, mode = 2, "reflect"
+
+
+class ReflectionPad3d(_Pad):
+  dims, mode = 3, "reflect"
+
+
+class ReplicationPad1d(_Pad):
+  dims, mode = 1, "replicate"
+
+
+class ReplicationPad2d(_Pad):
+  dims, mode = 2, "replicate"
+
+
+class ReplicationPad3d(_Pad):
+  dims, mode = 3, "replicate"
+
+
+class CircularPad1d(_Pad):
+  dims, mode = 1, "circular"
+
+
+class CircularPad2d(_Pad):
+  dims, mode = 2, "circular"
+
+
+class CircularPad3d(_Pad):
+  dims, mode = 3, "circular"
+
+
+class ZeroPad1d(_Pad):
+  dims = 1
+
+
+class ZeroPad2d(_Pad):
+  dims = 2
+
+
+class ZeroPad3d(_Pad):
+  dims = 3
+
+
+class ConstantPad1d(_Pad):
+  """Pads with `value` (torch's ConstantPad1d(padding, value))."""
+  dims = 1
+
+  def __init__(self, padding: int | Sequence[int], value: float) -> None:
+    super().__init__(padding)
+    self.value = value
+
+
+class ConstantPad2d(ConstantPad1d):
+  dims = 2
+
+
+class ConstantPad3d(ConstantPad1d):
+  dims = 3
+
+
+class MaxPool2d:
+  """torch.nn.MaxPool2d (its argument order): Tensor.max_pool2d with these settings."""
+
+  def __init__(self, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] | None = None, padding: int | Sequence[int] = 0,
+               dilation: int = 1, return_indices: bool = False, ceil_mode: bool = False) -> None:
+    if return_indices:
+      raise NotImplementedError("MaxPool2d(return_indices=True) is not supported: tg's max_pool2d returns the values only")
+    self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode = kernel_size, stride, padding, dilation, ceil_mode
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.max_pool2d(self.kernel_size, self.stride, self.dilation, self.padding, self.ceil_mode)
+
+
+class AvgPool2d:
+  """torch.nn.AvgPool2d (its argument order): Tensor.avg_pool2d with these settings."""
+
+  def __init__(self, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] | None = None, padding: int | Sequence[int] = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: int | None = None) -> None:
+    self.kernel_size, self.stride, self.padding, self.ceil_mode = kernel_size, stride, padding, ceil_mode
+    self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.avg_pool2d(self.kernel_size, self.stride, padding=self.padding, ceil_mode=self.ceil_mode,
+                        count_include_pad=self.count_include_pad, divisor_override=self.divisor_override)
+
+
+class AdaptiveAvgPool2d:
+  """torch.nn.AdaptiveAvgPool2d: output_size an int or a pair, None keeping an axis's size."""
+
+  def __init__(self, output_size: int | Sequence[int | None] | None) -> None:
+    self.output_size = output_size
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.adaptive_avg_pool2d(self.output_size)
+
+
+class AdaptiveMaxPool2d:
+  """torch.nn.AdaptiveMaxPool2d (no return_indices): output_size as AdaptiveAvgPool2d's."""
+
+  def __init__(self, output_size: int | Sequence[int | None] | None, return_indices: bool = False) -> None:
+    if return_indices:
+      raise NotImplementedError("AdaptiveMaxPool2d(return_indices=True) is not supported: tg's adaptive_max_pool2d returns the values only")
+    self.output_size = output_size
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.adaptive_max_pool2d(self.output_size)
 
 
 class BatchNorm:
@@ -227,6 +370,8 @@ class ModuleList(list[Any]):
 from tg.nn.attention import MultiheadAttention  # noqa: E402
 from tg.nn.recurrent import LSTM, LSTMCell  # noqa: E402
 
-__all__ = ["LSTM", "BatchNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
-           "Dropout", "Embedding", "GroupNorm", "InstanceNorm", "LSTMCell", "LayerNorm", "LayerNorm2d", "Linear", "ModuleList",
-           "MultiheadAttention", "RMSNorm", "Sequential", "optim", "state"]
+__all__ = ["LSTM", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "BatchNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+           "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "Conv1d", "Conv2d",
+           "ConvTranspose1d", "ConvTranspose2d", "Dropout", "Embedding", "GroupNorm", "InstanceNorm", "LSTMCell", "LayerNorm", "LayerNorm2d",
+           "Linear", "MaxPool2d", "ModuleList", "MultiheadAttention", "RMSNorm", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
+           "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "Sequential", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "optim", "state"]
