@@ -25,6 +25,13 @@ def either_form(request, monkeypatch):
   monkeypatch.setattr(tensor_scatter, "FORCE_FORM", request.param)
 
 
+def _skip_interpreted() -> None:
+  """The work-bound tests realize tens of millions of element operations: minutes on the PYTHON interpreter, whose
+  numbers for every form are checked at small sizes (either_form)."""
+  if Device.DEFAULT == "PYTHON":
+    pytest.skip("tens of millions of interpreted element operations")
+
+
 def _work(t: Tensor) -> int:
   """The operations the kernels that compute t do (the napkin estimate each program carries)."""
   total = 0
@@ -149,6 +156,7 @@ def test_half_gradient(dt) -> None:
 
 
 def test_gradient_work_does_not_multiply_rows_tokens_and_width() -> None:
+  _skip_interpreted()
   # a sum over the tokens for each element of the table is rows x tokens x width (41M here); the scatter's parts are
   # tokens^2 x width, rows x tokens and rows x width (about 2M)
   v, d, t = 20011, 32, 64
@@ -244,6 +252,7 @@ def test_setitem_row_index_out_of_range_raises_and_writes_nothing() -> None:
 
 
 def test_setitem_rows_work_does_not_multiply_selected_and_all_elements(monkeypatch) -> None:
+  _skip_interpreted()
   # element by element, each of the t x d written elements was compared with each of the v x d positions (2.6G
   # compares here); by rows, v x t compares and v x d selects
   v, d, t = 20011, 32, 64
@@ -265,6 +274,7 @@ def test_setitem_rows_work_does_not_multiply_selected_and_all_elements(monkeypat
 
 
 def test_many_tokens_take_the_sorted_form() -> None:
+  _skip_interpreted()
   # 4096 tokens into 5000 rows (many repeats): tokens^2 x width would be the pairs' 1.1G; the sorted form orders the
   # tokens by counting (tokens^2 compares, no width) and scans runs of one row (log2(tokens) passes of tokens x width)
   v, d, t = 5000, 64, 4096
@@ -334,6 +344,7 @@ def test_index_add_out_of_range_raises() -> None:
 
 
 def test_index_add_work_does_not_multiply_rows_tokens_and_width() -> None:
+  _skip_interpreted()
   v, d, t = 20011, 32, 64
   idx = _ints((t,), 0, v)
   src = np.random.default_rng(22).standard_normal((t, d)).astype(np.float32)
