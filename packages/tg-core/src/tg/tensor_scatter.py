@@ -32,15 +32,16 @@ def _zero(t: Tensor) -> float | int:
   return 0.0 if dtypes.is_float(t.dtype) else 0
 
 
-def last_token(pos: Tensor, p_n: int) -> Tensor:
-  """For each of p_n positions, the last t with pos[t] equal to it, or -1: (p_n,), from pos (tokens,) (p_n x tokens
-  compares)."""
+def last_token(pos: Tensor, p_n: int, order: Tensor | None = None) -> Tensor:
+  """For each of p_n positions, the last t with pos[t] equal to it (the largest order[t] among them, with `order`, a
+  permutation of the tokens), or -1: (p_n,), from pos (tokens,) (p_n x tokens compares)."""
   from tg.tensor import Tensor
   t_n = pos.shape[0]
   if t_n == 0:
     return Tensor.full((p_n,), -1, device=pos.device, dtype=pos.dtype)
   at = pos.reshape(1, t_n) == Tensor.arange(p_n, device=pos.device, dtype=pos.dtype).reshape(p_n, 1)
-  return at.where(Tensor.arange(t_n, device=pos.device, dtype=pos.dtype).reshape(1, t_n), -1).max(1)
+  order = Tensor.arange(t_n, device=pos.device, dtype=pos.dtype) if order is None else order
+  return at.where(order.reshape(1, t_n), -1).max(1)
 
 
 def rows_at(which: Tensor, rows: Tensor) -> Tensor:
@@ -91,7 +92,7 @@ def _sorted_row_sums(rows: Tensor, pos: Tensor, p_n: int) -> Tensor:
   from tg.tensor import Tensor
   t_n = rows.shape[0]
   assert isinstance(t_n, int)
-  # rank[t]: t's place in the order by (pos, t), counted from a key unique to each token; order[k]: the token at
+  # rank[t]: t's place in the order by (pos, t), counted from a key unique to each token; at_place[k]: the token at
   # place k (rank is a permutation)
   tok = Tensor.arange(t_n, device=rows.device, dtype=pos.dtype)
   if p_n * t_n <= _KEY_LIMIT or is_dtype_supported(dtypes.int64, rows.device):
@@ -102,9 +103,9 @@ def _sorted_row_sums(rows: Tensor, pos: Tensor, p_n: int) -> Tensor:
     pi, pj = pos.reshape(t_n, 1), pos.reshape(1, t_n)
     before = (pj < pi) | ((pj == pi) & (tok.reshape(1, t_n) < tok.reshape(t_n, 1)))
   rank = before.sum(1).cast(pos.dtype)
-  order = last_token(rank, t_n)
-  spos = rows_at(order, pos.reshape(t_n, 1)).reshape(t_n).contiguous()
-  run = rows_at(order, rows).contiguous()
+  at_place = last_token(rank, t_n)
+  spos = rows_at(at_place, pos.reshape(t_n, 1)).reshape(t_n).contiguous()
+  run = rows_at(at_place, rows).contiguous()
   # an inclusive scan within runs of one position (Hillis-Steele): after the pass of shift d, run[k] is the sum of the
   # rows from max(k - 2d + 1, start of k's run) to k; a run is contiguous, so "k - d is in k's run" is spos equal there
   shift = 1
@@ -114,6 +115,4 @@ def _sorted_row_sums(rows: Tensor, pos: Tensor, p_n: int) -> Tensor:
     run = (run + (prev_pos == spos).reshape(t_n, 1).where(prev, _zero(rows))).contiguous()
     shift *= 2
   # each position's sum is the scan at its last token's place: the largest rank among its tokens
-  at = pos.reshape(1, t_n) == Tensor.arange(p_n, device=rows.device, dtype=pos.dtype).reshape(p_n, 1)
-  last_place = at.where(rank.reshape(1, t_n), -1).max(1)
-  return rows_at(last_place, run)
+  return rows_at(last_token(pos, p_n, rank), run)
