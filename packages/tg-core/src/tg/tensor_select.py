@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tg.dtype import DType, dtypes
 from tg.errors import AxisError, DTypeError, ShapeError, TgArgumentError
 from tg.helpers import prod
-from tg.tensor_index import _bounds_error, _index_dtype, _range_guard, _selectable
+from tg.tensor_index import _bounds_error, _range_guard, _selectable
 from tg.tensor_math import _with_vjp
 from tg.tensor_scatter import last_token, row_sums, rows_at
 
@@ -61,6 +61,16 @@ def _after(a: Tensor, ia: Tensor, b: Tensor, ib: Tensor, n: int, descending: boo
   wrong = greater(b, a) if descending else greater(a, b)
   pad_a, pad_b = ia >= n, ib >= n
   return (pad_a != pad_b).where(pad_a, wrong | (equal & (ia > ib)))
+
+
+def _picks_are_cheaper(n: int, k: int) -> bool:
+  """Whether topk of k from n (past NETWORK_ABOVE) is cheaper as k picks than as the sorting network's
+  log2(N)*(log2(N)+1)/2 stages, a kernel each over the axis and every one different: compiling them is most of a first
+  call (136 for a vocabulary of 50257, half a minute on a CPU). A pick is about 11 kernels over the axis (its reductions
+  split in trees), the same ones every pick, compiled once (about 25 in all): picks while they launch no more kernels
+  than the network (k <= 12 of 50257)."""
+  depth = (n - 1).bit_length()
+  return 11 * k <= depth * (depth + 1) // 2
 
 
 class SelectMixin:
@@ -295,17 +305,51 @@ class SelectMixin:
     return self.sort(dim, descending, stable)[1]
 
   def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
-    """The k largest (or smallest) elements along `dim` and their indices, largest first (smallest first)."""
-    from tg.tensor import _concrete
+    """The k largest (or smallest) elements along `dim` and their indices, largest first (smallest first): a sort of
+    the axis, or k picks of one each where that is cheaper (_picks_are_cheaper)."""
+    from tg.tensor import _concrete, _index_dtype
     d = self._dim(dim)
     n = _concrete(self.shape[d]) if self.ndim else 1
     if not 0 <= k <= n:
       raise TgArgumentError(f"topk: k={k} is out of range for dim {d} of size {n}")
+    if self.ndim and n > NETWORK_ABOVE and 0 < k and _picks_are_cheaper(n, k):
+      x = self.movedim(d, -1)
+      key = x.cast(dtypes.int32) if x.dtype == dtypes.bool else x  # bools compare as ints
+      values, indices = key._topk_picks(k, largest, _index_dtype(n, self.device))
+      return values.cast(self.dtype).movedim(-1, d), indices.movedim(-1, d)
     values, indices = self.sort(d, descending=largest)
     if self.ndim == 0:
       return values, indices
     keep = tuple((0, k) if i == d else None for i in range(self.ndim))
     return values.shrink(keep), indices.shrink(keep)
+
+  def _topk_picks(self: Tensor, k: int, largest: bool, idt: DType) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
+    """topk over the last axis as k picks, each the first element of the sort's order among those not yet taken: the
+    largest (smallest) value, a NaN counting as larger than any, the lowest index among equals. Each pick is the same
+    kernels (a max, the first index reaching it, a gather, the taken mask), so they compile once."""
+    from tg.tensor import Tensor, _concrete
+    n = _concrete(self.shape[-1])
+    far = n - Tensor.arange(n, device=self.device, dtype=idt)  # the first of several hits has the largest
+    nan = self.isnan() if dtypes.is_float(self.dtype) else None
+    taken = Tensor.zeros(self.shape, dtype=dtypes.bool, device=self.device).contiguous()
+    values, indices = [], []
+    for _ in range(k):
+      free = taken.logical_not()
+      num = free if nan is None else free & nan.logical_not()
+      if largest:
+        best = num.where(self, dtypes.min(self.dtype)).max(-1, keepdim=True)
+      else:
+        best = num.where(self, dtypes.max(self.dtype)).min(-1, keepdim=True)
+      hit = num & (self == best)
+      if nan is not None:  # NaN first when largest, last when smallest
+        free_nan = free & nan
+        hit = free_nan.any(-1, keepdim=True).where(free_nan, hit) if largest else num.any(-1, keepdim=True).where(hit, free_nan)
+      pick = (n - hit.where(far, 0).max(-1, keepdim=True)).contiguous()
+      one = far == n - pick
+      values.append(one.where(self, _zero(self.dtype)).sum(-1, keepdim=True).cast(self.dtype))
+      indices.append(pick)
+      taken = (taken | one).contiguous()  # a buffer per pick: the next reads it, not every pick before it
+    return values[0].cat(*values[1:], dim=-1), indices[0].cat(*indices[1:], dim=-1)
 
   def kthvalue(self: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
     """The k-th smallest element along `dim` (k from 1) and its index (torch.kthvalue); NaN counts as the largest."""
@@ -530,6 +574,7 @@ class SelectMixin:
     """index_add's sum or index_copy's last write of source's rows at index along dim, as rows written
     (tensor_scatter), where a one-hot sum searched every index for each element of self. None for symbolic sizes
     (the one-hot sum then writes). The value is computed from detached inputs: the caller gives its gradient."""
+    from tg.tensor import _index_dtype
     d, m, _ = self._index_hot(dim, index, name)  # (the checks)
     self._index_source(d, m, source, name)
     if not all(isinstance(x, int) for x in (*self.shape, m)):
@@ -538,7 +583,7 @@ class SelectMixin:
     assert isinstance(n, int) and isinstance(m, int)
     moved = self.detach().movedim(d, 0)
     rows = _selectable(source.detach().cast(self.dtype).movedim(d, 0).reshape(m, prod(moved.shape[1:])))
-    pos = index.reshape(m).cast(_index_dtype(n))
+    pos = index.reshape(m).cast(_index_dtype(n, self.device))
     if name == "index_add":
       written = row_sums(rows, pos, n)
     else:
