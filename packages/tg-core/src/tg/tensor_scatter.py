@@ -99,7 +99,7 @@ def _sorted_row_sums(rows: Tensor, pos: Tensor, p_n: int) -> Tensor:
     kt = dtypes.int64 if p_n * t_n > _KEY_LIMIT else pos.dtype
     key = (pos.cast(kt) * t_n + tok.cast(kt)).contiguous()  # (stored: not computed t_n times per token)
     before = key.reshape(1, t_n) < key.reshape(t_n, 1)
-  else:  # a key past int32 on a device without int64 (WEBGPU): the order compared in two parts
+  else:  # a key past int32 on a device without int64: the order compared in two parts
     pi, pj = pos.reshape(t_n, 1), pos.reshape(1, t_n)
     before = (pj < pi) | ((pj == pi) & (tok.reshape(1, t_n) < tok.reshape(t_n, 1)))
   rank = before.sum(1).cast(pos.dtype)
